@@ -1,0 +1,100 @@
+"""Normalizers selected by name: ``none``, ``ln``, ``bn``, ``wn``, ``bln``.
+
+A model asks ``make_norm(name, options)`` for a :class:`Norm` and builds its layers
+from it; it never tests the name. A ``Norm`` says how to build a linear layer (plain
+or weight-normalized) and which activation normalizer to apply (identity for
+``none`` and ``wn``), plus two placement defaults taken from the papers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable, Mapping
+
+import flax.linen as nn
+
+from lnorm.normalization import functional
+from lnorm.normalization.functional import (
+    BLN_STATISTICS, bln_inference_configurations, parse_bln_inference)
+from lnorm.normalization.modules import (
+    BatchLayerNorm, BatchNorm, Identity, LayerNorm, WeightNormDense,
+    finalize_epoch_statistics)
+
+ModuleFactory = Callable[..., nn.Module]
+
+
+@dataclasses.dataclass(frozen=True)
+class Norm:
+  """How a normalization scheme enters a network."""
+
+  name: str
+  #: ``dense(features, use_bias=..., name=...)``: the linear map.
+  dense: ModuleFactory
+  #: ``layer(name=...)`` returns a module called as ``(x, *, train, mask=None)``.
+  layer: ModuleFactory
+  #: 'pre' = g(N(Wx)) (LN and BN papers); 'post' = N(g(Wx + b)) (BLN paper eq. 27).
+  default_position: str = "pre"
+  #: Whether the output (logit) layer is normalized too: the LN paper put BN on all
+  #: layers but LN on the hidden layers only.
+  normalizes_logits: bool = False
+  #: Whether ``layer`` adds its own bias, making a preceding linear bias redundant.
+  has_bias: bool = False
+
+
+def _none(_: Mapping[str, Any]) -> Norm:
+  return Norm("none", nn.Dense, Identity)
+
+
+def _ln(o: Mapping[str, Any]) -> Norm:
+  layer = functools.partial(LayerNorm, eps=o.get("eps", 1e-5),
+                            scale_init=nn.initializers.constant(o.get("scale_init", 1.0)))
+  return Norm("ln", nn.Dense, layer, has_bias=True)
+
+
+def _bn(o: Mapping[str, Any]) -> Norm:
+  layer = functools.partial(
+      BatchNorm, eps=o.get("eps", 1e-5), momentum=o.get("momentum", 0.99),
+      unbiased=o.get("unbiased", False),
+      scale_init=nn.initializers.constant(o.get("scale_init", 1.0)))
+  return Norm("bn", nn.Dense, layer, normalizes_logits=True, has_bias=True)
+
+
+def _wn(o: Mapping[str, Any]) -> Norm:
+  dense = functools.partial(WeightNormDense, data_init=o.get("data_init", False))
+  return Norm("wn", dense, Identity, normalizes_logits=True)
+
+
+def _bln(o: Mapping[str, Any]) -> Norm:
+  layer = functools.partial(
+      BatchLayerNorm, eps=o.get("eps", 1e-4), mix_eps=o.get("mix_eps", 1e-4),
+      inference=o.get("inference", "pppp"), population=o.get("population", "epoch_mean"),
+      momentum=o.get("momentum", 0.99),
+      batch_axes=tuple(o.get("batch_axes", (0,))),
+      feature_axes=tuple(o.get("feature_axes", (-1,))))
+  return Norm("bln", nn.Dense, layer, default_position="post", has_bias=True)
+
+
+NORMS: dict[str, Callable[[Mapping[str, Any]], Norm]] = {
+    "none": _none, "ln": _ln, "bn": _bn, "wn": _wn, "bln": _bln,
+}
+
+
+class UnknownNormError(ValueError):
+  pass
+
+
+def make_norm(name: str, options: Mapping[str, Any] | None = None) -> Norm:
+  """The :class:`Norm` called ``name``, configured by ``options`` (its config block)."""
+  if name not in NORMS:
+    raise UnknownNormError(
+        f"Unknown normalizer {name!r}. Valid choices: {', '.join(NORMS)}. "
+        "To add one, register a builder in lnorm.normalization.NORMS.")
+  return NORMS[name](dict(options or {}))
+
+
+__all__ = [
+    "BLN_STATISTICS", "BatchLayerNorm", "BatchNorm", "Identity", "LayerNorm", "NORMS",
+    "Norm", "UnknownNormError", "WeightNormDense", "bln_inference_configurations",
+    "finalize_epoch_statistics", "functional", "make_norm", "parse_bln_inference",
+]

@@ -1,0 +1,222 @@
+"""The normalization transforms as pure functions.
+
+Every function computes its statistics in float32, also for bfloat16 input, with a
+two-pass variance: E[x^2] - E[x]^2 cancels catastrophically when the mean is large
+compared with the spread. An optional ``mask`` (broadcastable to ``x``, true where an
+entry is real) keeps padded entries out of the statistics.
+
+Equation numbers refer to the LN paper (Ba et al. 2016) and the BLN paper (Ziaee &
+Cano); see ``../shared/REFERENCE.md`` sec. 0.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+
+Axes = int | Sequence[int]
+
+
+def _normalize_axes(axes: Axes, ndim: int) -> tuple[int, ...]:
+  if isinstance(axes, int):
+    axes = (axes,)
+  return tuple(sorted(a % ndim for a in axes))
+
+
+def count(x: jax.Array, axes: Axes, mask: jax.Array | None = None) -> jax.Array:
+  """Number of (unmasked) entries reduced over ``axes``, with kept dims, float32."""
+  axes = _normalize_axes(axes, x.ndim)
+  if mask is None:
+    n = 1
+    for a in axes:
+      n *= x.shape[a]
+    shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    return jnp.full(shape, n, jnp.float32)
+  mask = jnp.broadcast_to(mask, x.shape).astype(jnp.float32)
+  return jnp.sum(mask, axis=axes, keepdims=True)
+
+
+def moments(
+    x: jax.Array,
+    axes: Axes,
+    mask: jax.Array | None = None,
+    ddof: int = 0,
+) -> tuple[jax.Array, jax.Array]:
+  """Mean and variance of ``x`` over ``axes`` (kept as size-1 dims), in float32.
+
+  Two passes: the variance is the mean squared deviation from the mean, never
+  E[x^2] - E[x]^2. ``ddof=1`` gives the unbiased estimator; a reduction over a
+  single entry then falls back to the biased one instead of dividing by zero.
+  """
+  axes = _normalize_axes(axes, x.ndim)
+  x = x.astype(jnp.float32)
+  n = count(x, axes, mask)
+  safe_n = jnp.maximum(n, 1.0)
+  if mask is None:
+    mean = jnp.sum(x, axis=axes, keepdims=True) / safe_n
+    sq_dev = jnp.square(x - mean)
+  else:
+    m = jnp.broadcast_to(mask, x.shape).astype(jnp.float32)
+    mean = jnp.sum(x * m, axis=axes, keepdims=True) / safe_n
+    sq_dev = jnp.square(x - mean) * m
+  denominator = jnp.where(n > ddof, n - ddof, safe_n)
+  var = jnp.sum(sq_dev, axis=axes, keepdims=True) / denominator
+  return mean, var
+
+
+def standardize(x: jax.Array, mean: jax.Array, var: jax.Array, eps: float) -> jax.Array:
+  """``(x - mean) / sqrt(var + eps)`` in float32."""
+  return (x.astype(jnp.float32) - mean) * jax.lax.rsqrt(var + eps)
+
+
+def scale_and_shift(y: jax.Array, scale: jax.Array | None, bias: jax.Array | None,
+                    dtype) -> jax.Array:
+  if scale is not None:
+    y = y * scale.astype(jnp.float32)
+  if bias is not None:
+    y = y + bias.astype(jnp.float32)
+  return y.astype(dtype)
+
+
+def layer_norm(
+    x: jax.Array,
+    scale: jax.Array | None = None,
+    bias: jax.Array | None = None,
+    *,
+    axes: Axes = -1,
+    eps: float = 1e-5,
+    mask: jax.Array | None = None,
+) -> jax.Array:
+  """LN paper eq. 3-4: per-example statistics over the summed inputs of a layer."""
+  mean, var = moments(x, axes, mask)
+  return scale_and_shift(standardize(x, mean, var, eps), scale, bias, x.dtype)
+
+
+def batch_norm(
+    x: jax.Array,
+    scale: jax.Array | None,
+    bias: jax.Array | None,
+    *,
+    mean: jax.Array,
+    var: jax.Array,
+    eps: float = 1e-5,
+) -> jax.Array:
+  """Batch normalization with given statistics (batch or population)."""
+  return scale_and_shift(standardize(x, mean, var, eps), scale, bias, x.dtype)
+
+
+def batch_moments(
+    x: jax.Array,
+    axes: Axes = 0,
+    mask: jax.Array | None = None,
+    unbiased: bool = False,
+) -> tuple[jax.Array, jax.Array]:
+  """Per-feature batch statistics for BN (Ioffe & Szegedy eq. 1)."""
+  return moments(x, axes, mask, ddof=1 if unbiased else 0)
+
+
+def weight_norm(v: jax.Array, g: jax.Array, in_axes: Axes = 0) -> jax.Array:
+  """Salimans & Kingma: ``w = g * v / ||v||``, one norm per output unit.
+
+  ``in_axes`` are the kernel's input axes (reduced over); ``g`` has the shape of the
+  remaining (output) axes.
+  """
+  in_axes = _normalize_axes(in_axes, v.ndim)
+  v32 = v.astype(jnp.float32)
+  norm = jnp.sqrt(jnp.sum(jnp.square(v32), axis=in_axes, keepdims=True))
+  g = jnp.expand_dims(g.astype(jnp.float32), in_axes)
+  return (g * v32 / jnp.maximum(norm, 1e-12)).astype(v.dtype)
+
+
+# --- Batch Layer Normalization (BLN paper, Algorithm 1-2) ----------------------------
+
+#: The order of the four inference switches, as in BLN paper eq. 18-21.
+BLN_STATISTICS = ("E_B", "Std_B", "E_F", "Std_F")
+
+
+def bln_inference_configurations() -> list[str]:
+  """All 16 inference configurations as strings over {p, b} in BLN_STATISTICS order.
+
+  'p' takes the population statistic, 'b' the current mini-batch's: 'pppp' is
+  all-population (BN-like), 'bbbb' is all-mini-batch (the training computation).
+  """
+  return [f"{a}{b}{c}{d}" for a in "pb" for b in "pb" for c in "pb" for d in "pb"]
+
+
+def parse_bln_inference(config: str) -> tuple[bool, bool, bool, bool]:
+  """'pbpb' -> (True, False, True, False): which statistics use the population."""
+  if len(config) != 4 or set(config) - {"p", "b"}:
+    raise ValueError(
+        f"BLN inference configuration {config!r} is not valid: give four letters, "
+        f"each 'p' (population) or 'b' (mini-batch), in the order "
+        f"{', '.join(BLN_STATISTICS)}; for example 'pppp' or 'bpbb'.")
+  return tuple(c == "p" for c in config)  # type: ignore[return-value]
+
+
+def bln_mixing_weights(m: jax.Array | float, eps: float) -> tuple[jax.Array, jax.Array]:
+  """BLN eq. 16 numerator weights of x_B and x_F for batch size m.
+
+  They sum to 1 - 2 eps. At m = 1 the batch weight is -eps, harmless in training
+  because x_B is then exactly 0.
+  """
+  inv_m = 1.0 / jnp.asarray(m, jnp.float32)
+  return 1.0 - (inv_m + eps), inv_m - eps
+
+
+def batch_layer_norm(
+    x: jax.Array,
+    scale: jax.Array | None,
+    bias: jax.Array | None,
+    *,
+    batch_mean: jax.Array,
+    batch_var: jax.Array,
+    feature_mean: jax.Array,
+    feature_var: jax.Array,
+    m: jax.Array | float,
+    feature_size: int,
+    eps: float = 1e-4,
+    mix_eps: float = 1e-4,
+) -> jax.Array:
+  """BLN eq. 14-17 given the four statistics (batch or population, each).
+
+  ``feature_size`` is d, the size of the normalized feature axes (the sqrt(d)
+  divisor of eq. 16); ``m`` is the batch size that sets the mixing weights.
+  """
+  x_b = standardize(x, batch_mean, batch_var, eps)
+  x_f = standardize(x, feature_mean, feature_var, eps)
+  w_b, w_f = bln_mixing_weights(m, mix_eps)
+  y = (w_b * x_b + w_f * x_f) / jnp.sqrt(jnp.float32(feature_size))
+  return scale_and_shift(y, scale, bias, x.dtype)
+
+
+def bln_statistics(
+    x: jax.Array,
+    *,
+    batch_axes: Axes,
+    feature_axes: Axes,
+    mask: jax.Array | None = None,
+    batch_mean: jax.Array | None = None,
+    feature_mean: jax.Array | None = None,
+) -> dict[str, jax.Array]:
+  """The mini-batch statistics of BLN eq. 10-13.
+
+  Following eq. 19 and 21, a variance is taken around the mean that will be used,
+  which at inference may be the population mean: pass it as ``batch_mean`` or
+  ``feature_mean`` to centre the variance there.
+  """
+  x32 = x.astype(jnp.float32)
+  m = count(x32, batch_axes, mask)
+  stats = {}
+  for name, axes, given_mean in (("batch", batch_axes, batch_mean),
+                                 ("feature", feature_axes, feature_mean)):
+    mean, var = moments(x32, axes, mask)
+    if given_mean is not None:
+      # The mean squared deviation around a fixed centre c is var + (mean - c)^2.
+      var = var + jnp.square(mean - given_mean)
+      mean = jnp.broadcast_to(given_mean, mean.shape)
+    stats[f"{name}_mean"] = mean
+    stats[f"{name}_var"] = var
+  stats["m"] = m
+  return stats
