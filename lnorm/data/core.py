@@ -13,11 +13,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from lnorm.errors import UserError
+
 #: The environment variable that names the data directory.
 DATA_DIR_ENV = "LNORM_DATA_DIR"
 
 
-class DataError(Exception):
+class DataError(UserError):
   """Base class: a data problem the user can fix. The message says how."""
 
 
@@ -27,6 +29,7 @@ class DatasetNotFoundError(DataError):
   def __init__(self, dataset: str, looked: list[str], how_to_fix: str):
     self.dataset = dataset
     self.looked = looked
+    self.how_to_fix = how_to_fix
     lines = [f"Could not find the {dataset} dataset. lnorm looked in:"]
     lines += [f"  - {place}" for place in looked]
     lines.append(how_to_fix)
@@ -55,6 +58,8 @@ class Dataset:
     splits: split name -> feature name -> array with the examples on axis 0.
     notes: anything a reader of the results must know (e.g. 'JPEG re-encoding').
     info: dataset facts a model needs (e.g. {'num_classes': 10}).
+    resolution: for source 'auto', what was tried before the source that was
+      used, and why it was passed over; empty otherwise.
   """
 
   name: str
@@ -63,6 +68,7 @@ class Dataset:
   splits: dict[str, dict[str, np.ndarray]]
   notes: str = ""
   info: dict[str, Any] = dataclasses.field(default_factory=dict)
+  resolution: list[str] = dataclasses.field(default_factory=list)
 
   def __post_init__(self):
     for split, arrays in self.splits.items():
@@ -83,6 +89,7 @@ class Dataset:
         "num_examples": {s: self.num_examples(s) for s in self.splits},
         "synthetic": self.source == "synthetic",
         "notes": self.notes,
+        "resolution": list(self.resolution),
     }
 
 
@@ -90,6 +97,18 @@ def data_dir(configured: str | None = None) -> str | None:
   """The data directory: the config's field if set, else $LNORM_DATA_DIR."""
   path = configured or os.environ.get(DATA_DIR_ENV)
   return os.path.abspath(os.path.expanduser(path)) if path else None
+
+
+def option(config: Any, key: str, default: Any = None) -> Any:
+  """``config.key``, or ``default`` when the config lacks the field or holds None.
+
+  Data configs are ``ml_collections.ConfigDict``s, but plain dicts and None work
+  too, so that tests and notebooks need not build one.
+  """
+  if config is None:
+    return default
+  value = config.get(key, None) if hasattr(config, "get") else getattr(config, key, None)
+  return default if value is None else value
 
 
 def take_fields(arrays: Mapping[str, np.ndarray], index: np.ndarray) -> dict[str, np.ndarray]:

@@ -1,0 +1,5 @@
+import sys
+
+from lnorm.cli import main
+
+sys.exit(main())

@@ -1,0 +1,75 @@
+"""The ``lnorm`` command line. Kept to argument parsing: each command calls a library
+function that tests can call too.
+
+  lnorm train --config configs/perm_mnist.py:norm=ln,batch_size=4 --workdir runs/x \
+      --config.num_epochs=3
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from lnorm.errors import UserError
+
+#: command -> (module, help). Each module has ``add_arguments(parser)`` and
+#: ``run(args, overrides) -> int``; modules import lazily so `lnorm --help` is fast.
+COMMANDS = {
+    "train": ("lnorm.commands.train", "Train and evaluate one config into a workdir."),
+}
+
+
+def register(name: str, module: str, help_text: str) -> None:
+  COMMANDS[name] = (module, help_text)
+
+
+def _optional_commands() -> None:
+  """Commands whose modules may not exist yet in a partial checkout."""
+  for name, module, help_text in (
+      ("invariance", "lnorm.invariance", "Measure LN paper Table 1 (invariances)."),
+      ("sweep", "lnorm.commands.sweep", "Run a named grid of configs."),
+      ("plot", "lnorm.commands.plot", "Draw metric curves from run directories."),
+      ("report", "lnorm.commands.report", "Collect finished runs into a markdown table."),
+      ("bln-search", "lnorm.commands.bln_search",
+       "Evaluate a trained BLN model under all 16 inference configurations."),
+  ):
+    if importlib.util.find_spec(module) is not None:
+      COMMANDS.setdefault(name, (module, help_text))
+
+
+def build_parser() -> argparse.ArgumentParser:
+  _optional_commands()
+  parser = argparse.ArgumentParser(
+      prog="lnorm", description="Layer Normalization and Batch Layer Normalization "
+      "experiments. Any '--config.a.b=value' overrides a config field.")
+  parser.add_argument("-v", "--verbose", action="store_true", help="Debug logging.")
+  sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+  sub.required = True
+  for name, (module, help_text) in COMMANDS.items():
+    p = sub.add_parser(name, help=help_text, description=help_text)
+    importlib.import_module(module).add_arguments(p)
+  return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+  from lnorm import config as config_lib  # pylint: disable=g-import-not-at-top
+  argv = list(sys.argv[1:] if argv is None else argv)
+  try:
+    rest, overrides = config_lib.split_config_overrides(argv)
+    parser = build_parser()
+    args = parser.parse_args(rest)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    for noisy in ("absl", "jax._src", "orbax", "etils", "tensorflow_datasets"):
+      logging.getLogger(noisy).setLevel(logging.WARNING)
+    module = importlib.import_module(COMMANDS[args.command][0])
+    return module.run(args, overrides)
+  except UserError as e:
+    print(f"lnorm: error: {e}", file=sys.stderr)
+    return 130 if type(e).__name__ == "Interrupted" else 2
+
+
+if __name__ == "__main__":
+  sys.exit(main())

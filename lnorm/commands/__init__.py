@@ -1,0 +1,1 @@
+"""One module per ``lnorm`` command: ``add_arguments(parser)`` and ``run(args, overrides)``."""

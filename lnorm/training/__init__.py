@@ -1,0 +1,1 @@
+"""The training harness shared by every experiment."""

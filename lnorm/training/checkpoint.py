@@ -1,0 +1,53 @@
+"""Orbax checkpoints of the train state plus the host-side loop state."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+
+
+class Checkpointer:
+  """Saves ``(state, host)`` under ``workdir/checkpoints``; restores the latest.
+
+  ``host`` is a small JSON-able dict of loop bookkeeping (running epoch sums),
+  saved with the state so that a resumed run's metrics equal an uninterrupted one's.
+  """
+
+  def __init__(self, workdir: str, max_to_keep: int = 2):
+    self.directory = os.path.join(os.path.abspath(workdir), "checkpoints")
+    self._manager = ocp.CheckpointManager(
+        self.directory,
+        options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True))
+
+  def latest_step(self) -> int | None:
+    return self._manager.latest_step()
+
+  def save(self, step: int, state: Any, host: dict[str, Any]) -> None:
+    self._manager.save(step, args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state), host=ocp.args.JsonSave(host)), force=True)
+
+  def restore(self, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
+    """Restores the latest checkpoint into the shapes and shardings of
+    ``abstract_state`` (from ``jax.eval_shape``), so a sharded state comes back
+    sharded the same way."""
+    step = self._manager.latest_step()
+    restored = self._manager.restore(step, args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(abstract_state), host=ocp.args.JsonRestore()))
+    return restored["state"], restored["host"]
+
+  def wait(self) -> None:
+    self._manager.wait_until_finished()
+
+  def close(self) -> None:
+    self._manager.wait_until_finished()
+    self._manager.close()
+
+
+def abstract_like(tree: Any) -> Any:
+  """ShapeDtypeStructs with the shardings of ``tree``: a restore target."""
+  return jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+      if isinstance(x, jax.Array) else x, tree)

@@ -1,0 +1,65 @@
+"""The config fields every experiment shares. Each ``configs/<name>.py`` starts from
+``base_config()`` and sets the paper's values."""
+
+from __future__ import annotations
+
+import ml_collections
+from ml_collections import config_dict
+
+#: Fields that may change when a run resumes: they do not change the results.
+RESUMABLE_FIELDS = (
+    "num_epochs", "wandb.", "checkpoint_every_secs", "log_every_steps", "progress_bar",
+    "steps_per_call", "eval_batch_size", "data.data_dir",
+)
+
+
+def base_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.experiment = ""  # Which experiments/<name>/task.py runs this config.
+  c.seed = 0  # Seeds initialisation, data order and dropout.
+  c.num_epochs = 1  # Training epochs.
+  c.batch_size = 128  # The global batch size, split over all devices.
+  c.eval_batch_size = 1000  # Batch size for evaluation (does not change results).
+  c.eval_splits = ("validation", "test")  # Splits evaluated after every epoch.
+  # Training steps fused into one jitted call (a lax.scan): at small batch sizes the
+  # per-step dispatch dominates otherwise. Does not change the results.
+  c.steps_per_call = 1
+  c.log_every_steps = 0  # Also log the running train loss every N steps (0: epochs only).
+  c.checkpoint_every_secs = 300  # Besides every epoch end and on SIGTERM.
+  c.progress_bar = True  # tqdm bar with loss and examples/s.
+  c.matmul_precision = "default"  # 'highest' to disable TF32/bf16 passes on GPU/TPU.
+
+  c.optimizer = ml_collections.ConfigDict()
+  c.optimizer.name = "adam"  # One of lnorm.training.optim.OPTIMIZERS.
+  c.optimizer.learning_rate = 1e-3
+  c.optimizer.clip_global_norm = 0.0  # Clip the global gradient norm (0: off).
+  c.optimizer.clip_tensor_norm = 0.0  # Clip each gradient tensor's norm (0: off).
+
+  c.data = ml_collections.ConfigDict()
+  c.data.name = ""  # Dataset name for lnorm.data.load.
+  c.data.source = "auto"  # 'auto', 'tfds', 'files', or a dataset-specific source.
+  c.data.data_dir = config_dict.placeholder(str)  # Overrides $LNORM_DATA_DIR.
+  c.data.seed = 0  # Seeds held-out splits and subsets (not the training order).
+
+  c.wandb = ml_collections.ConfigDict()
+  c.wandb.project = "lnorm"
+  c.wandb.entity = ""
+  c.wandb.group = ""  # Sweeps put their members in one group.
+  c.wandb.name = ""
+  c.wandb.tags = ()
+  c.wandb.mode = "auto"  # auto: online with an API key, else offline; or 'disabled'.
+  return c
+
+
+def norm_options() -> ml_collections.ConfigDict:
+  """Per-normalizer options; a model reads the block of the chosen norm."""
+  o = ml_collections.ConfigDict()
+  o.ln = ml_collections.ConfigDict({"eps": 1e-5, "scale_init": 1.0})
+  o.bn = ml_collections.ConfigDict(
+      {"eps": 1e-5, "momentum": 0.99, "unbiased": False, "scale_init": 1.0})
+  o.wn = ml_collections.ConfigDict({"data_init": True})
+  o.bln = ml_collections.ConfigDict({
+      "eps": 1e-4, "mix_eps": 1e-4, "inference": "pppp", "population": "epoch_mean",
+      "momentum": 0.99, "batch_axes": (0,), "feature_axes": (-1,)})
+  o.none = ml_collections.ConfigDict()
+  return o

@@ -1,0 +1,383 @@
+"""The training loop every experiment shares: ``train_and_evaluate(config, workdir)``.
+
+Pure, jitted steps over a TrainState carrying ``batch_stats``; the batch sharded over
+all devices; several steps fused into one call when asked; checkpoints at epoch ends,
+every few minutes and on SIGTERM; and exact resumption, because the data order and
+the step RNG depend only on (seed, epoch, step).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import signal
+import time
+from typing import Any, Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from flax.training import train_state
+
+from lnorm import config as config_lib
+from lnorm.data import batching
+from lnorm.data.core import Dataset
+from lnorm.errors import DivergenceError, UserError, WorkdirConflictError
+from lnorm.normalization import finalize_epoch_statistics
+from lnorm.training import parallel
+from lnorm.training.checkpoint import Checkpointer, abstract_like
+from lnorm.training.defaults import RESUMABLE_FIELDS
+from lnorm.training.metrics_writer import MetricWriter
+from lnorm.training.optim import make_optimizer
+from lnorm.training.task import Task, load_task
+
+CONFIG_FILE = "config.json"
+
+
+class TrainState(train_state.TrainState):
+  batch_stats: Any = None
+
+
+class Interrupted(UserError):
+  """SIGTERM or SIGINT arrived; a checkpoint was saved."""
+
+
+# --- the steps ------------------------------------------------------------------------
+
+
+def _global_norm(tree) -> jax.Array:
+  return optax.global_norm(jax.tree.map(lambda x: x.astype(jnp.float32), tree))
+
+
+def make_train_step(task: Task, model: nn.Module) -> Callable:
+  """One optimisation step: ``(state, batch, rng) -> (state, step_metrics)``."""
+
+  def train_step(state: TrainState, batch, rng):
+    step_rng = jax.random.fold_in(rng, state.step)
+    rngs = {name: jax.random.fold_in(step_rng, i) for i, name in enumerate(task.rng_streams)}
+
+    def loss_fn(params):
+      outputs, mutated = model.apply(
+          {"params": params, "batch_stats": state.batch_stats},
+          *task.model_inputs(batch), train=True, rngs=rngs, mutable=["batch_stats"])
+      loss, metrics = task.loss_and_metrics(outputs, batch)
+      return loss, (metrics, mutated.get("batch_stats", state.batch_stats))
+
+    (loss, (metrics, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        state.params)
+    updates, opt_state = state.tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
+                              batch_stats=batch_stats)
+    out = {
+        "loss": loss,
+        "grad_norm": _global_norm(grads),
+        "param_norm": _global_norm(params),
+        "update_norm": _global_norm(updates),
+        "sums": {k: jnp.sum(v) for k, v in metrics.items()},
+    }
+    return new_state, out
+
+  return train_step
+
+
+def make_train_chunk(train_step: Callable) -> Callable:
+  """Runs K stacked batches ([K, B, ...]) through ``train_step`` in one lax.scan."""
+
+  def chunk(state, batches, rng):
+    return jax.lax.scan(lambda s, b: train_step(s, b, rng), state, batches)
+
+  return chunk
+
+
+def make_eval_step(task: Task, model: nn.Module) -> Callable:
+  def eval_step(state: TrainState, batch):
+    outputs = model.apply({"params": state.params, "batch_stats": state.batch_stats},
+                          *task.model_inputs(batch), train=False)
+    _, metrics = task.loss_and_metrics(outputs, batch)
+    mask = batch["mask"]
+    return {k: jnp.sum(v * mask) for k, v in metrics.items()}, jnp.sum(mask)
+
+  return eval_step
+
+
+def evaluate(eval_step: Callable, state: TrainState, arrays, batch_size: int,
+             mesh) -> dict[str, float]:
+  """Means of the task's per-example metrics over a whole split."""
+  totals: dict[str, float] = {}
+  count = 0.0
+  for batch in batching.eval_batches(arrays, batch_size, multiple_of=mesh.size):
+    sums, n = eval_step(state, parallel.shard_batch(batch, mesh))
+    for k, v in jax.device_get(sums).items():
+      totals[k] = totals.get(k, 0.0) + float(v)
+    count += float(n)
+  return {k: v / max(count, 1.0) for k, v in totals.items()}
+
+
+# --- run records ----------------------------------------------------------------------
+
+
+def _comparable(flat: dict[str, Any]) -> dict[str, Any]:
+  return {k: v for k, v in flat.items()
+          if not any(k == f or (f.endswith(".") and k.startswith(f)) for f in RESUMABLE_FIELDS)}
+
+
+def check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
+  """Refuses a workdir that holds a run of a different config."""
+  path = os.path.join(workdir, CONFIG_FILE)
+  if not os.path.exists(path):
+    return
+  with open(path) as f:
+    previous = _comparable(json.load(f).get("config", {}))
+  current = _comparable(json.loads(json.dumps(config_lib.to_flat_dict(config))))
+  differing = sorted(k for k in set(previous) | set(current)
+                     if previous.get(k) != current.get(k))
+  if differing:
+    details = "; ".join(f"{k}: {previous.get(k)!r} in the workdir, {current.get(k)!r} now"
+                        for k in differing[:8])
+    raise WorkdirConflictError(
+        f"The workdir {workdir} holds a run of a different config ({details}). "
+        "Resuming would mix two experiments: use a new --workdir, or delete this one.")
+
+
+def write_run_record(workdir: str, config: ml_collections.ConfigDict, dataset: Dataset,
+                     extra: dict[str, Any]) -> None:
+  if jax.process_index() != 0:
+    return
+  record = {
+      "config": config_lib.to_flat_dict(config),
+      "data": dataset.describe(),
+      "devices": {"count": jax.device_count(), "platform": jax.devices()[0].platform,
+                  "processes": jax.process_count()},
+      "jax_default_matmul_precision": str(jax.config.jax_default_matmul_precision),
+      **extra,
+  }
+  with open(os.path.join(workdir, CONFIG_FILE), "w") as f:
+    json.dump(record, f, indent=2, default=str)
+
+
+# --- the loop -------------------------------------------------------------------------
+
+
+class _SignalGuard:
+  """Turns SIGTERM/SIGINT into a flag the loop checks between calls."""
+
+  def __init__(self):
+    self.received = None
+    self._previous = {}
+
+  def __enter__(self):
+    for sig in (signal.SIGTERM, signal.SIGINT):
+      try:
+        self._previous[sig] = signal.signal(sig, self._handle)
+      except ValueError:  # Not the main thread: leave signals alone.
+        pass
+    return self
+
+  def _handle(self, signum, frame):
+    del frame
+    self.received = signal.Signals(signum).name
+
+  def __exit__(self, *args):
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+    return False
+
+
+def _host_init(num_metrics_keys=()) -> dict[str, Any]:
+  return {"epoch_sums": {}, "epoch_examples": 0, "epoch_seconds": 0.0,
+          "epoch_norms": {}, "epoch_steps": 0}
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, float]:
+  """Trains and evaluates one config into ``workdir``; resumes if it holds a checkpoint.
+
+  Returns the final epoch's logged metrics.
+  """
+  parallel.maybe_initialize_distributed()
+  if config.get("matmul_precision", "default") != "default":
+    jax.config.update("jax_default_matmul_precision", config.matmul_precision)
+  task = load_task(config)
+  workdir = os.path.abspath(workdir)
+  os.makedirs(workdir, exist_ok=True)
+  check_workdir(workdir, config)
+
+  mesh = parallel.make_mesh()
+  parallel.check_batch_size(config.batch_size, mesh)
+  dataset = task.load_data()
+  train_arrays = dataset.splits[task.train_split()]
+  num_train = dataset.num_examples(task.train_split())
+  steps_per_epoch = batching.steps_per_epoch(num_train, config.batch_size)
+  if steps_per_epoch == 0:
+    raise UserError(f"The training split has {num_train} examples, fewer than one batch "
+                    f"of {config.batch_size}: lower --config.batch_size.")
+  total_steps = steps_per_epoch * config.num_epochs
+  model = task.build_model(dataset)
+
+  rng = jax.random.key(config.seed)
+  init_rng, train_rng = jax.random.split(rng)
+  # Initialise on a real batch: data-dependent initialisations (WN) need one.
+  first = {k: v[0] for k, v in batching.train_chunk(
+      train_arrays, config.batch_size, config.seed, 0, 0, 1).items()}
+  init_rngs = {"params": init_rng, **{s: init_rng for s in task.rng_streams}}
+  variables = jax.jit(functools.partial(model.init, train=True))(
+      init_rngs, *task.model_inputs(first))
+  tx = make_optimizer(config.optimizer)
+  state = TrainState.create(apply_fn=model.apply, params=variables["params"], tx=tx,
+                            batch_stats=variables.get("batch_stats", {}))
+  state = jax.device_put(state, parallel.replicated(mesh))
+  num_params = sum(x.size for x in jax.tree.leaves(state.params))
+
+  checkpointer = Checkpointer(workdir)
+  host = _host_init()
+  start_step = 0
+  if checkpointer.latest_step() is not None:
+    state, host = checkpointer.restore(abstract_like(state))
+    start_step = int(state.step)
+    logging.info("Resuming from the checkpoint at step %d.", start_step)
+
+  write_run_record(workdir, config, dataset, {
+      "num_params": num_params, "steps_per_epoch": steps_per_epoch})
+  logging.info("Data: %s", json.dumps(dataset.describe()))
+  logging.info("Model: %d parameters; %d steps per epoch; %d devices.", num_params,
+               steps_per_epoch, mesh.size)
+  writer = MetricWriter(workdir, config_lib.to_flat_dict(config), config.wandb,
+                        resume_step=start_step)
+  writer.summary({"num_params": num_params, "data/source": dataset.source,
+                  "data/num_train": num_train})
+
+  rep = parallel.replicated(mesh)
+  train_chunk = jax.jit(make_train_chunk(make_train_step(task, model)), donate_argnums=0,
+                        out_shardings=(rep, rep))
+  eval_step = jax.jit(make_eval_step(task, model), out_shardings=rep)
+  end_epoch = jax.jit(lambda s: s.replace(batch_stats=finalize_epoch_statistics(s.batch_stats)),
+                      donate_argnums=0, out_shardings=rep)
+
+  last_metrics: dict[str, float] = {}
+  last_save = time.time()
+  step = start_step
+  try:
+    with _SignalGuard() as signals:
+      while step < total_steps:
+        epoch = step // steps_per_epoch
+        in_epoch = step % steps_per_epoch
+        progress = _progress_bar(config, epoch, steps_per_epoch, in_epoch)
+        epoch_start = time.time()
+        while in_epoch < steps_per_epoch:
+          k = min(config.steps_per_call, steps_per_epoch - in_epoch)
+          chunk = batching.train_chunk(train_arrays, config.batch_size, config.seed, epoch,
+                                       in_epoch, k)
+          state, out = train_chunk(state, parallel.shard_batch(chunk, mesh, 1), train_rng)
+          out = jax.device_get(out)
+          _check_finite(out, step, epoch, checkpointer.latest_step())
+          _accumulate(host, out, k * config.batch_size)
+          step += k
+          in_epoch += k
+          if config.log_every_steps and step % config.log_every_steps < k:
+            writer.write(step, {"epoch": step / steps_per_epoch,
+                                "train/loss": float(np.mean(out["loss"]))})
+          if progress is not None:
+            elapsed = host["epoch_seconds"] + time.time() - epoch_start
+            progress.update(k)
+            progress.set_postfix(loss=f"{float(np.mean(out['loss'])):.4f}",
+                                 ex_per_s=f"{host['epoch_examples'] / max(elapsed, 1e-9):.0f}")
+          if signals.received:
+            break
+          if time.time() - last_save > config.checkpoint_every_secs and in_epoch < steps_per_epoch:
+            host["epoch_seconds"] += time.time() - epoch_start
+            epoch_start = time.time()
+            checkpointer.save(step, state, host)
+            last_save = time.time()
+        if progress is not None:
+          progress.close()
+        host["epoch_seconds"] += time.time() - epoch_start
+        if signals.received and in_epoch < steps_per_epoch:
+          checkpointer.save(step, state, host)
+          checkpointer.wait()
+          raise Interrupted(
+              f"Received {signals.received} at step {step} (epoch {epoch + 1}); saved a "
+              f"checkpoint. Rerun the same command to resume from step {step}.")
+        state = end_epoch(state)
+        last_metrics = _epoch_metrics(host, epoch)
+        for split in task.eval_splits():
+          if split in dataset.splits:
+            scores = evaluate(eval_step, state, dataset.splits[split], config.eval_batch_size,
+                              mesh)
+            last_metrics.update({f"{split}/{k}": v for k, v in scores.items()})
+        extra = task.end_of_epoch(state, workdir, step, writer)
+        if extra:
+          last_metrics.update(extra)
+        writer.write(step, last_metrics)
+        logging.info("epoch %d: %s", epoch + 1, _format(last_metrics))
+        host = _host_init()
+        checkpointer.save(step, state, host)
+        last_save = time.time()
+        if signals.received:
+          checkpointer.wait()
+          raise Interrupted(
+              f"Received {signals.received} after epoch {epoch + 1}; saved a checkpoint. "
+              "Rerun the same command to resume.")
+    if not last_metrics:
+      last_metrics = _last_epoch_record(workdir)
+    writer.summary({f"final/{k}": v for k, v in last_metrics.items()})
+    return last_metrics
+  finally:
+    checkpointer.close()
+    writer.close()
+
+
+def _progress_bar(config, epoch, total, initial):
+  if not config.progress_bar:
+    return None
+  from tqdm.auto import tqdm  # pylint: disable=g-import-not-at-top
+  return tqdm(total=total, initial=initial, desc=f"epoch {epoch + 1}/{config.num_epochs}",
+              unit="step", leave=False, mininterval=1.0)
+
+
+def _check_finite(out, step: int, epoch: int, last_checkpoint: int | None) -> None:
+  bad = ~(np.isfinite(out["loss"]) & np.isfinite(out["grad_norm"]))
+  if bad.any():
+    first = int(np.argmax(bad))
+    what = "loss" if not np.isfinite(out["loss"][first]) else "gradient norm"
+    raise DivergenceError(
+        f"The {what} became {out['loss'][first] if what == 'loss' else out['grad_norm'][first]} "
+        f"at training step {step + first} (epoch {epoch + 1}). Lower the learning rate "
+        "(--config.optimizer.learning_rate), clip gradients "
+        "(--config.optimizer.clip_global_norm=1.0) or change the seed. "
+        f"The last good checkpoint is at step {last_checkpoint}; this state was not saved.")
+
+
+def _accumulate(host: dict[str, Any], out, examples: int) -> None:
+  for k, v in out["sums"].items():
+    host["epoch_sums"][k] = host["epoch_sums"].get(k, 0.0) + float(np.sum(v))
+  for k in ("loss", "grad_norm", "param_norm", "update_norm"):
+    host["epoch_norms"][k] = host["epoch_norms"].get(k, 0.0) + float(np.sum(out[k]))
+  host["epoch_examples"] += examples
+  host["epoch_steps"] += len(out["loss"])
+
+
+def _epoch_metrics(host: dict[str, Any], epoch: int) -> dict[str, float]:
+  n = max(host["epoch_examples"], 1)
+  steps = max(host["epoch_steps"], 1)
+  metrics = {"epoch": epoch + 1}
+  metrics.update({f"train/{k}": v / n for k, v in host["epoch_sums"].items()})
+  metrics.update({f"train/{k}": v / steps for k, v in host["epoch_norms"].items()})
+  metrics["time/epoch_seconds"] = host["epoch_seconds"]
+  metrics["train/examples_per_sec"] = host["epoch_examples"] / max(host["epoch_seconds"], 1e-9)
+  return metrics
+
+
+def _last_epoch_record(workdir: str) -> dict[str, float]:
+  from lnorm.training.metrics_writer import read_metrics  # pylint: disable=g-import-not-at-top
+  records = [r for r in read_metrics(workdir) if "time/epoch_seconds" in r]
+  return {k: v for k, v in records[-1].items() if k != "step"} if records else {}
+
+
+def _format(metrics: dict[str, float]) -> str:
+  return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                   for k, v in metrics.items())

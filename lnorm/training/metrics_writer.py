@@ -1,0 +1,116 @@
+"""Writes every logged point to ``workdir/metrics.jsonl`` and to a wandb run.
+
+``metrics.jsonl`` is the source of truth that plots, reports and tests read; wandb
+gets the same scalars. The wandb run id is stored in the workdir, so a resumed run
+continues the same wandb run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import uuid
+from typing import Any, Mapping
+
+import jax
+import numpy as np
+
+METRICS_FILE = "metrics.jsonl"
+
+
+def read_metrics(workdir: str) -> list[dict[str, Any]]:
+  path = os.path.join(workdir, METRICS_FILE)
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def _plain(value: Any) -> Any:
+  if isinstance(value, (np.generic, np.ndarray, jax.Array)):
+    value = np.asarray(value).item()
+  if isinstance(value, float) and not math.isfinite(value):
+    return str(value)  # JSON has no NaN; keep it visible rather than invalid.
+  return value
+
+
+def wandb_mode(configured: str) -> str:
+  """'auto' is online with credentials, offline without (view with `wandb sync`)."""
+  if os.environ.get("WANDB_MODE"):
+    return os.environ["WANDB_MODE"]
+  if configured != "auto":
+    return configured
+  has_key = bool(os.environ.get("WANDB_API_KEY"))
+  netrc = os.path.expanduser("~/.netrc")
+  if not has_key and os.path.exists(netrc):
+    with open(netrc) as f:
+      has_key = "api.wandb.ai" in f.read()
+  return "online" if has_key else "offline"
+
+
+def stable_run_id(workdir: str) -> str:
+  """The workdir's wandb id, created once and kept in ``workdir/wandb_id``."""
+  path = os.path.join(workdir, "wandb_id")
+  if os.path.exists(path):
+    with open(path) as f:
+      return f.read().strip()
+  run_id = uuid.uuid4().hex[:12]
+  with open(path, "w") as f:
+    f.write(run_id)
+  return run_id
+
+
+class MetricWriter:
+  """Appends metric points; only process 0 writes."""
+
+  def __init__(self, workdir: str, config: Mapping[str, Any], wandb_config: Any,
+               resume_step: int = 0):
+    self.workdir = workdir
+    self.active = jax.process_index() == 0
+    self._run = None
+    if not self.active:
+      return
+    self._truncate_after(resume_step)
+    mode = wandb_mode(wandb_config.mode)
+    if mode != "disabled":
+      import wandb  # pylint: disable=g-import-not-at-top  (slow import, only when used)
+      self._run = wandb.init(
+          project=wandb_config.project, entity=wandb_config.get("entity") or None,
+          group=wandb_config.get("group") or None, name=wandb_config.get("name") or None,
+          tags=list(wandb_config.get("tags", ()) or ()), config=dict(config),
+          dir=workdir, id=stable_run_id(workdir), resume="allow", mode=mode)
+      logging.info("wandb run %s (%s mode).", self._run.id, mode)
+
+  def _truncate_after(self, step: int) -> None:
+    """Drops points logged after the checkpoint we resume from: they are re-made."""
+    records = read_metrics(self.workdir)
+    kept = [r for r in records if r.get("step", 0) <= step] if step else []
+    with open(os.path.join(self.workdir, METRICS_FILE), "w") as f:
+      for r in kept:
+        f.write(json.dumps(r) + "\n")
+
+  def write(self, step: int, metrics: Mapping[str, Any]) -> None:
+    if not self.active:
+      return
+    record = {"step": int(step), **{k: _plain(v) for k, v in metrics.items()}}
+    with open(os.path.join(self.workdir, METRICS_FILE), "a") as f:
+      f.write(json.dumps(record) + "\n")
+    if self._run is not None:
+      self._run.log({k: v for k, v in record.items() if k != "step"}, step=int(step))
+
+  def write_images(self, step: int, images: Mapping[str, str]) -> None:
+    """Logs PNG files already written to the workdir (``name -> path``) to wandb."""
+    if self._run is not None:
+      import wandb  # pylint: disable=g-import-not-at-top
+      self._run.log({k: wandb.Image(p) for k, p in images.items()}, step=int(step))
+
+  def summary(self, values: Mapping[str, Any]) -> None:
+    if self._run is not None:
+      self._run.summary.update({k: _plain(v) for k, v in values.items()})
+
+  def close(self) -> None:
+    if self._run is not None:
+      self._run.finish()
+      self._run = None

@@ -1,0 +1,99 @@
+"""What an experiment gives the shared training loop.
+
+An experiment subclasses :class:`Task` and says three things: which data, which
+model, and how model outputs become a loss and per-example metrics. The loop in
+``lnorm.training.loop`` does everything else (batching, jit, sharding, checkpoints,
+logging, resumption), the same way for every experiment.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Mapping
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from lnorm.data.core import Dataset
+from lnorm.errors import ConfigError
+
+Batch = Mapping[str, jax.Array]
+
+#: experiment name -> module defining ``Task``. Modules import lazily, so adding an
+#: experiment costs the others nothing.
+EXPERIMENTS = {
+    "perm_mnist": "experiments.perm_mnist.task",
+    "draw": "experiments.draw.task",
+    "bln_cifar": "experiments.bln_cifar.task",
+    "bln_imdb": "experiments.bln_imdb.task",
+}
+
+
+class Task:
+  """Base class: override ``build_model`` and ``loss_and_metrics``.
+
+  Batches are dicts of arrays. The loop adds ``mask`` (float32 [B], 0 for padding
+  added to fill an evaluation batch); per-example metrics are summed under it.
+  """
+
+  #: Normalizers this experiment supports (checked before any data is loaded).
+  norms: tuple[str, ...] = ("none", "ln", "bn", "wn", "bln")
+  #: Names of the random streams the model draws from in training (e.g. dropout).
+  rng_streams: tuple[str, ...] = ()
+
+  def __init__(self, config: ml_collections.ConfigDict):
+    self.config = config
+    norm = config.get("norm")
+    if norm is not None and norm not in self.norms:
+      raise ConfigError(f"Normalizer {norm!r} is not available for experiment "
+                        f"{config.experiment!r}. Valid choices: {', '.join(self.norms)}.")
+
+  def load_data(self) -> Dataset:
+    from lnorm import data  # pylint: disable=g-import-not-at-top
+    return data.load(self.config.data.name, self.config.data)
+
+  def build_model(self, dataset: Dataset) -> nn.Module:
+    raise NotImplementedError
+
+  def model_inputs(self, batch: Batch) -> tuple[Any, ...]:
+    """Positional model arguments taken from a batch."""
+    raise NotImplementedError
+
+  def loss_and_metrics(self, outputs: Any, batch: Batch) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The scalar training loss (mean over the batch) and per-example metrics [B]."""
+    raise NotImplementedError
+
+  def end_of_epoch(self, state: Any, workdir: str, step: int, writer: Any) -> dict | None:
+    """Runs after each epoch's evaluation; may return extra metrics to log (e.g. DRAW
+    writes its sample images here)."""
+    del state, workdir, step, writer
+    return None
+
+  def train_split(self) -> str:
+    return "train"
+
+  def eval_splits(self) -> tuple[str, ...]:
+    return tuple(self.config.get("eval_splits", ("validation", "test")))
+
+
+def load_task(config: ml_collections.ConfigDict) -> Task:
+  name = config.get("experiment")
+  if name not in EXPERIMENTS:
+    raise ConfigError(f"Unknown experiment {name!r}. Valid choices: "
+                      f"{', '.join(sorted(EXPERIMENTS))}.")
+  try:
+    module = importlib.import_module(EXPERIMENTS[name])
+  except ModuleNotFoundError as e:
+    raise ConfigError(f"Experiment {name!r} is registered but its module "
+                      f"{EXPERIMENTS[name]} cannot be imported ({e}).") from e
+  return module.Task(config)
+
+
+def classification_metrics(logits: jax.Array, labels: jax.Array) -> dict[str, jax.Array]:
+  """Per-example negative log-likelihood and 0/1 error, shared by classifiers."""
+  logits = logits.astype(jnp.float32)
+  nll = -jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], axis=-1)[:, 0]
+  error = (jnp.argmax(logits, -1) != labels).astype(jnp.float32)
+  return {"nll": nll, "error": error}
