@@ -58,9 +58,11 @@ def moments(
     mean = jnp.sum(x, axis=axes, keepdims=True) / safe_n
     sq_dev = jnp.square(x - mean)
   else:
-    m = jnp.broadcast_to(mask, x.shape).astype(jnp.float32)
-    mean = jnp.sum(x * m, axis=axes, keepdims=True) / safe_n
-    sq_dev = jnp.square(x - mean) * m
+    # where, not a product with the mask: padding may hold inf or NaN, and 0 * inf
+    # is NaN.
+    m = jnp.broadcast_to(mask, x.shape).astype(bool)
+    mean = jnp.sum(jnp.where(m, x, 0.0), axis=axes, keepdims=True) / safe_n
+    sq_dev = jnp.where(m, jnp.square(x - mean), 0.0)
   denominator = jnp.where(n > ddof, n - ddof, safe_n)
   var = jnp.sum(sq_dev, axis=axes, keepdims=True) / denominator
   return mean, var
@@ -73,10 +75,12 @@ def standardize(x: jax.Array, mean: jax.Array, var: jax.Array, eps: float) -> ja
 
 def scale_and_shift(y: jax.Array, scale: jax.Array | None, bias: jax.Array | None,
                     dtype) -> jax.Array:
+  # A gain of shape (d,) for y of shape (..., d) broadcasts as in NumPy, made explicit
+  # so that callers running with jax_numpy_rank_promotion='raise' can pass it.
   if scale is not None:
-    y = y * scale.astype(jnp.float32)
+    y = y * jax.lax.broadcast_to_rank(jnp.asarray(scale, jnp.float32), y.ndim)
   if bias is not None:
-    y = y + bias.astype(jnp.float32)
+    y = y + jax.lax.broadcast_to_rank(jnp.asarray(bias, jnp.float32), y.ndim)
   return y.astype(dtype)
 
 

@@ -175,7 +175,10 @@ class BatchLayerNorm(_ScaleBias):
                                mask=mask)
       m = stats["m"]
       if not self.is_initializing():
-        self._update_population(pop, stats, m, d)
+        # An (example, position) pair counts towards the population feature statistics
+        # only if it has real entries: padding must not drag them towards 0.
+        real = F.count(x, feature_axes, mask) > 0
+        self._update_population(pop, stats, m, d, real)
         train_m.value = jnp.max(m)
       return F.batch_layer_norm(
           x, scale, bias, batch_mean=stats["batch_mean"], batch_var=stats["batch_var"],
@@ -198,12 +201,15 @@ class BatchLayerNorm(_ScaleBias):
     return F.batch_layer_norm(x, scale, bias, m=train_m.value, feature_size=d,
                               eps=self.eps, mix_eps=self.mix_eps, **chosen)
 
-  def _update_population(self, pop, stats, m, d):
+  def _update_population(self, pop, stats, m, d, real):
     batch_bessel = jnp.where(m > 1, m / jnp.maximum(m - 1, 1), 1.0)
     feature_bessel = d / (d - 1) if d > 1 else 1.0
-    # Average over the batch so that a feature statistic is one value per position.
+    # Average over the (real) examples so that a feature statistic is one value per
+    # position, never one per batch slot.
     batch_axes = _axes(self.batch_axes, stats["feature_mean"].ndim)
-    per_position = lambda v: jnp.mean(v, axis=batch_axes, keepdims=True)
+    weight = real.astype(jnp.float32)
+    n_real = jnp.maximum(jnp.sum(weight, axis=batch_axes, keepdims=True), 1.0)
+    per_position = lambda v: jnp.sum(v * weight, axis=batch_axes, keepdims=True) / n_real
     new = {
         "batch_mean": stats["batch_mean"],
         "batch_var": stats["batch_var"] * batch_bessel,
@@ -278,5 +284,6 @@ class WeightNormDense(nn.Module):
         b = self.param("bias", lambda _: -initial_stats()[0] * initial_stats()[1])
       else:
         b = self.param("bias", nn.initializers.zeros, (self.features,), jnp.float32)
-      y = y + b.astype(y.dtype)
+      # Explicit broadcast: models run with jax_numpy_rank_promotion='raise' in tests.
+      y = y + jax.lax.broadcast_to_rank(b.astype(y.dtype), y.ndim)
     return y
