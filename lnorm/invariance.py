@@ -1,0 +1,183 @@
+"""LN paper Table 1, measured: which transformations leave a normalized layer's output
+unchanged under BN, WN and LN.
+
+Following sec. 5.1, a layer computes summed inputs ``a = W x`` (W is H x D, row i is
+unit i's incoming weights w_i) and ``h = f(g / sigma * (a - mu) + b)``, with mu and
+sigma from the batch (BN, training mode), from the layer (LN), or mu = 0 and
+sigma = ||w_i|| (WN, whose weights are ``v`` in ``w = g v / ||v||``, with g held
+fixed). f is the identity here: a function applied after the normalization cannot
+restore an invariance the normalized inputs lack, nor break one they have. The
+transformations, on a batch X of N examples:
+
+- weight matrix re-scaling:   W -> delta W
+- weight matrix re-centering: W -> delta W + 1 gamma^T (every row shifted by gamma)
+- weight vector re-scaling:   w_i -> delta w_i for one unit i
+- dataset re-scaling:         x_n -> delta x_n for every example
+- dataset re-centering:       x_n -> x_n + c for every example
+- single case re-scaling:     x_0 -> delta x_0 for one example only
+
+For each, the largest absolute change of any output over the whole batch is
+recorded: below ``INVARIANT_TOL`` counts as invariant, above ``CHANGED_TOL`` as not,
+in between as undecided (which never matches the paper).
+
+    lnorm invariance [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lnorm.normalization import BatchNorm, LayerNorm, WeightNormDense
+
+NORMS = ("bn", "wn", "ln")
+TRANSFORMATIONS = (
+    "weight matrix re-scaling",
+    "weight matrix re-centering",
+    "weight vector re-scaling",
+    "dataset re-scaling",
+    "dataset re-centering",
+    "single case re-scaling",
+)
+
+#: LN paper Table 1: True = invariant.
+PAPER_TABLE: dict[str, dict[str, bool]] = {
+    "bn": dict(zip(TRANSFORMATIONS, (True, False, True, True, True, False))),
+    "wn": dict(zip(TRANSFORMATIONS, (True, False, True, False, False, False))),
+    "ln": dict(zip(TRANSFORMATIONS, (True, True, False, True, False, True))),
+}
+
+#: Outputs are O(1) (unit gain); float32 rounding and eps (1e-5 against variances of
+#: order 1) move them by ~1e-5, a broken invariance by order 1.
+INVARIANT_TOL = 1e-3
+CHANGED_TOL = 1e-2
+
+# A (N, D) batch through an (H, D) weight matrix.
+_N, _D, _H = 16, 24, 12
+_DELTA = 3.0
+
+
+def _layer(norm: str, gain: np.ndarray, bias: np.ndarray) -> Callable:
+  """(W of shape (H, D), X of shape (N, D)) -> normalized summed inputs (N, H)."""
+  g = jnp.asarray(gain, jnp.float32)
+  b = jnp.asarray(bias, jnp.float32)
+  if norm == "wn":
+    module = WeightNormDense(_H)
+
+    def apply(w, x):
+      # The kernel is v^T; g is fixed, so only the direction of each v_i matters.
+      return module.apply({"params": {"kernel": w.T, "scale": g, "bias": b}}, x)
+  else:
+    module = {"bn": BatchNorm, "ln": LayerNorm}[norm]()
+
+    def apply(w, x):
+      # BN in training mode: the statistics of the batch at hand, as in Table 1.
+      y = module.apply({"params": {"scale": g, "bias": b},
+                        "batch_stats": {"mean": jnp.zeros(_H), "var": jnp.ones(_H)}},
+                       x @ w.T, train=True, mutable=["batch_stats"])[0]
+      return y
+  return jax.jit(apply)
+
+
+def _transformations(rng: np.random.Generator) -> dict[str, Callable]:
+  """name -> (W, X) -> (W', X')."""
+  gamma = rng.normal(size=(1, _D)).astype(np.float32)
+  c = rng.normal(size=(1, _D)).astype(np.float32) * 2.0
+  ones_h = np.ones((_H, 1), np.float32)
+  unit = np.ones((_H, 1), np.float32)
+  unit[0] = _DELTA
+  case = np.ones((_N, 1), np.float32)
+  case[0] = _DELTA
+  return {
+      "weight matrix re-scaling": lambda w, x: (_DELTA * w, x),
+      "weight matrix re-centering": lambda w, x: (_DELTA * w + ones_h @ gamma, x),
+      "weight vector re-scaling": lambda w, x: (unit * w, x),
+      "dataset re-scaling": lambda w, x: (w, _DELTA * x),
+      "dataset re-centering": lambda w, x: (w, x + c),
+      "single case re-scaling": lambda w, x: (w, case * x),
+  }
+
+
+def measure_invariance_table(seed: int = 0) -> dict[str, dict[str, float]]:
+  """norm -> transformation -> largest absolute change of the layer's output."""
+  rng = np.random.default_rng(seed)
+  w = rng.normal(size=(_H, _D)).astype(np.float32) / np.sqrt(_D)
+  x = (rng.normal(size=(_N, _D)) + 0.5).astype(np.float32)
+  gain = (1.0 + 0.2 * rng.normal(size=(_H,))).astype(np.float32)
+  bias = (0.2 * rng.normal(size=(_H,))).astype(np.float32)
+  transforms = _transformations(rng)
+  table = {}
+  for norm in NORMS:
+    layer = _layer(norm, gain, bias)
+    before = np.asarray(layer(jnp.asarray(w), jnp.asarray(x)))
+    table[norm] = {}
+    for name, transform in transforms.items():
+      w2, x2 = transform(w, x)
+      after = np.asarray(layer(jnp.asarray(w2), jnp.asarray(x2)))
+      table[norm][name] = float(np.max(np.abs(after - before)))
+  return table
+
+
+def classify(change: float) -> bool | None:
+  """True = invariant, False = not, None = between the two tolerances."""
+  if change < INVARIANT_TOL:
+    return True
+  if change > CHANGED_TOL:
+    return False
+  return None
+
+
+def mismatches(table: dict[str, dict[str, float]]) -> list[tuple[str, str]]:
+  """(norm, transformation) pairs where the measurement disagrees with the paper."""
+  return [(norm, name) for norm in PAPER_TABLE for name in TRANSFORMATIONS
+          if classify(table[norm][name]) is not PAPER_TABLE[norm][name]]
+
+
+def format_table(table: dict[str, dict[str, float]]) -> str:
+  """One line per transformation: each norm's largest output change, its verdict, and
+  whether it matches the paper's Table 1."""
+  word = {True: "invariant", False: "changes", None: "undecided"}
+  lines = [f"{'transformation':28s}" + "".join(f"{n.upper():>26s}" for n in NORMS)]
+  for name in TRANSFORMATIONS:
+    cells = []
+    for norm in NORMS:
+      verdict = classify(table[norm][name])
+      ok = "ok" if verdict is PAPER_TABLE[norm][name] else "MISMATCH"
+      cells.append(f"{table[norm][name]:9.1e} {word[verdict]:>9s} {ok:>4s}")
+    lines.append(f"{name:28s}" + "".join(f"{c:>26s}" for c in cells))
+  bad = mismatches(table)
+  lines.append(f"max |output change| per cell; invariant < {INVARIANT_TOL:g}, "
+               f"changes > {CHANGED_TOL:g}. "
+               + ("Matches LN paper Table 1." if not bad else
+                  f"{len(bad)} cell(s) differ from LN paper Table 1: {bad}"))
+  return "\n".join(lines)
+
+
+def run(argv: Sequence[str] | argparse.Namespace | None = None) -> int:
+  """``lnorm invariance``: prints the measured table; exit code 1 if it differs from
+  the paper's. Takes an argv list (without the program/command name) or a parsed
+  namespace with ``seed`` and ``json``."""
+  if isinstance(argv, argparse.Namespace):
+    args = argv
+  else:
+    parser = argparse.ArgumentParser(
+        prog="lnorm invariance",
+        description="Measure LN paper Table 1 (invariance of BN, WN, LN) numerically.")
+    parser.add_argument("--seed", type=int, default=0, help="random layer and data")
+    parser.add_argument("--json", action="store_true", help="print the raw table as JSON")
+    args = parser.parse_args(argv)
+  table = measure_invariance_table(seed=getattr(args, "seed", 0))
+  if getattr(args, "json", False):
+    print(json.dumps(table, indent=2))
+  else:
+    print(format_table(table))
+  return 1 if mismatches(table) else 0
+
+
+if __name__ == "__main__":
+  raise SystemExit(run())

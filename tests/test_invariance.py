@@ -1,0 +1,60 @@
+"""LN paper Table 1, measured on a random single layer for BN, WN and LN."""
+
+from __future__ import annotations
+
+import jax
+import pytest
+
+from lnorm import invariance
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _precise_jax():
+  saved = (jax.config.jax_default_matmul_precision, jax.config.jax_numpy_rank_promotion)
+  jax.config.update("jax_default_matmul_precision", "highest")
+  jax.config.update("jax_numpy_rank_promotion", "raise")
+  yield
+  jax.config.update("jax_default_matmul_precision", saved[0])
+  jax.config.update("jax_numpy_rank_promotion", saved[1])
+
+
+@pytest.fixture(scope="module")
+def table():
+  return invariance.measure_invariance_table(seed=0)
+
+
+@pytest.mark.parametrize("norm", invariance.NORMS)
+@pytest.mark.parametrize("transformation", invariance.TRANSFORMATIONS)
+def test_measured_cell_matches_paper(table, norm, transformation):
+  change = table[norm][transformation]
+  if invariance.PAPER_TABLE[norm][transformation]:
+    assert change < invariance.INVARIANT_TOL
+  else:
+    assert change > invariance.CHANGED_TOL
+
+
+def test_paper_table_is_the_published_one():
+  # Rows of LN paper Table 1, in the order of invariance.TRANSFORMATIONS.
+  published = {"bn": "YNYYYN", "wn": "YNYNNN", "ln": "YYNYNY"}
+  for norm, row in published.items():
+    assert [invariance.PAPER_TABLE[norm][t] for t in invariance.TRANSFORMATIONS] == [
+        c == "Y" for c in row]
+
+
+def test_another_seed_also_matches():
+  assert invariance.mismatches(invariance.measure_invariance_table(seed=3)) == []
+
+
+def test_run_reports_and_fails_on_a_mismatch(table, monkeypatch, capsys):
+  assert invariance.run(["--seed", "0"]) == 0
+  out = capsys.readouterr().out
+  assert "Matches LN paper Table 1" in out
+  for name in invariance.TRANSFORMATIONS:
+    assert name in out
+  # Claim LN is invariant to dataset re-centering: the measurement must disagree.
+  wrong = {n: dict(row) for n, row in invariance.PAPER_TABLE.items()}
+  wrong["ln"]["dataset re-centering"] = True
+  monkeypatch.setattr(invariance, "PAPER_TABLE", wrong)
+  assert invariance.mismatches(table) == [("ln", "dataset re-centering")]
+  assert "MISMATCH" in invariance.format_table(table)
+  assert invariance.run([]) == 1
