@@ -1,0 +1,81 @@
+"""A cache of decoded arrays, kept outside the repository and the (read-only) data.
+
+Decoding 60k JPEGs or tokenising 50k reviews takes seconds that every run would
+otherwise pay again. An entry is keyed by the source archive's path, size and
+modification time, and by a version string the decoder bumps when its output
+changes, so a changed archive or decoder never serves stale arrays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+
+import numpy as np
+
+from lnorm.data import core
+
+CACHE_DIR_ENV = "LNORM_CACHE_DIR"
+_log = logging.getLogger(__name__)
+
+
+def cache_dir(config, data_dir: str | None) -> str:
+  """data_config.cache_dir, else $LNORM_CACHE_DIR, else <data_dir>/.lnorm_cache if
+  the data directory is writable, else ~/.cache/lnorm."""
+  configured = core.option(config, "cache_dir") or os.environ.get(CACHE_DIR_ENV)
+  if configured:
+    return os.path.abspath(os.path.expanduser(configured))
+  if data_dir and _writable(data_dir):
+    return os.path.join(data_dir, ".lnorm_cache")
+  return os.path.join(os.path.expanduser("~"), ".cache", "lnorm")
+
+
+def _writable(path: str) -> bool:
+  # os.access is always true for root, so also honour a directory marked
+  # read-only by its mode (a shared, read-only data copy must stay untouched).
+  try:
+    marked = os.stat(path).st_mode & 0o222
+  except OSError:
+    return False
+  return bool(marked) and os.access(path, os.W_OK)
+
+
+def enabled(config) -> bool:
+  return bool(core.option(config, "use_cache", True))
+
+
+def key_path(directory: str, kind: str, source_path: str, version: str) -> str:
+  st = os.stat(source_path)
+  ident = f"{os.path.abspath(source_path)}|{st.st_size}|{st.st_mtime_ns}|{version}"
+  digest = hashlib.sha1(ident.encode()).hexdigest()[:16]
+  return os.path.join(directory, f"{kind}-{digest}.npz")
+
+
+def load(path: str) -> dict[str, np.ndarray] | None:
+  """The cached arrays, or None when absent or unreadable (then it is rebuilt)."""
+  if not os.path.exists(path):
+    return None
+  try:
+    with np.load(path, allow_pickle=False) as npz:
+      return {k: npz[k] for k in npz.files}
+  except (OSError, ValueError) as e:
+    _log.warning("Ignoring unreadable cache file %s: %s", path, e)
+    return None
+
+
+def save(path: str, arrays: dict[str, np.ndarray]) -> None:
+  """Writes atomically; a failure only costs the next run the decoding time."""
+  tmp = None
+  try:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+      np.savez(f, **arrays)
+    os.replace(tmp, path)
+    _log.info("Cached decoded arrays in %s", path)
+  except OSError as e:
+    _log.warning("Could not write cache file %s: %s", path, e)
+    if tmp is not None and os.path.exists(tmp):
+      os.remove(tmp)

@@ -1,0 +1,100 @@
+"""Reading a TFDS builder into NumPy arrays without TensorFlow.
+
+``tfds.data_source`` reads the builder's ArrayRecord files by random access and
+decodes with NumPy, so it works without TensorFlow once a dataset is prepared.
+Preparing (downloading and writing the records) may still need TensorFlow for some
+builders; the error then says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Sequence
+
+import numpy as np
+
+from lnorm.data import core
+
+_log = logging.getLogger(__name__)
+_CHUNK = 1024
+
+
+def is_prepared(name: str, data_dir: str | None) -> bool:
+  """True when the builder's files already exist locally (nothing to download)."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  try:
+    return tfds.builder(name, data_dir=data_dir).is_prepared()
+  except Exception as e:  # pylint: disable=broad-except
+    _log.info("TFDS builder %s unavailable: %s", name, e)
+    return False
+
+
+def where(name: str, data_dir: str | None) -> str:
+  default = os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets")
+  return f"TFDS '{name}' prepared in {data_dir or default}"
+
+
+def read_splits(name: str, splits: Sequence[str], data_dir: str | None, download: bool,
+                convert: Callable[[list[dict]], dict[str, np.ndarray]],
+                dataset: str) -> dict[str, dict[str, np.ndarray]]:
+  """split -> arrays, each split's examples passed through ``convert``.
+
+  Raises DatasetNotFoundError when ``download`` is off and the builder is not
+  prepared, and DataError when TFDS fails otherwise.
+  """
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  if not download and not is_prepared(name, data_dir):
+    raise core.DatasetNotFoundError(
+        dataset, [where(name, data_dir) + ": not prepared"],
+        "Pass --config.data.source=tfds to let TFDS download and prepare it.")
+  out = {}
+  for split in splits:
+    try:
+      source = tfds.data_source(name, split=split, data_dir=data_dir, download=download)
+    except (ImportError, ModuleNotFoundError) as e:
+      raise core.DataError(
+          f"TFDS could not prepare '{name}' without TensorFlow ({e}). Either "
+          "`pip install tensorflow-cpu` and retry, or use --config.data.source=files "
+          "with the dataset's files in your data directory.") from e
+    except NotImplementedError as e:
+      # A dataset prepared earlier in the TFRecord format cannot be read by random access.
+      raise core.DatasetNotFoundError(
+          dataset, [where(name, data_dir) + f": {e}"],
+          "Re-prepare it with file_format='array_record' in another TFDS data_dir "
+          "(--config.data.tfds_data_dir), or use --config.data.source=files.") from e
+    except Exception as e:  # pylint: disable=broad-except
+      hint = ("`pip install tensorflow-cpu` (TFDS needs TensorFlow to prepare some "
+              "datasets) or " if "tensorflow" in str(e).lower() else "")
+      raise core.DataError(
+          f"TFDS failed to load '{name}' split '{split}': {type(e).__name__}: {e}. "
+          f"Try {hint}--config.data.source=files.") from e
+    out[split] = convert(_read_all(source))
+  return out
+
+
+def _read_all(source) -> list[dict]:
+  """Every example of a data source, in order, reading in chunks where possible."""
+  n = len(source)
+  examples = []
+  batched = hasattr(source, "__getitems__")
+  for start in range(0, n, _CHUNK):
+    keys = list(range(start, min(n, start + _CHUNK)))
+    if batched:
+      try:
+        examples.extend(source.__getitems__(keys))
+        continue
+      except TypeError:
+        # tfds.testing.mock_data's source lacks batched reads; read one by one.
+        batched = False
+    examples.extend(source[i] for i in keys)
+  return examples
+
+
+def stack(examples: list[dict], key: str, dtype=None) -> np.ndarray:
+  arr = np.stack([np.asarray(ex[key]) for ex in examples]) if examples else np.zeros((0,))
+  return arr.astype(dtype) if dtype is not None else arr
+
+
+def text(value) -> str:
+  return value.decode("utf-8") if isinstance(value, bytes) else str(value)
