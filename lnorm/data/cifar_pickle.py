@@ -8,6 +8,8 @@ only the NumPy array constructors and plain containers are allowed.
 
 from __future__ import annotations
 
+import codecs
+import importlib
 import io
 import os
 import pickle
@@ -25,20 +27,24 @@ BATCHES = {"train": tuple(f"data_batch_{i}" for i in range(1, 6)), "test": ("tes
 class _SafeUnpickler(pickle.Unpickler):
   """Allows the globals a pickled NumPy array needs, nothing else."""
 
-  _ALLOWED = {
-      ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-      ("numpy", "ndarray"), ("numpy", "dtype"),
-      ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
-  }
+  # (numpy core submodule, name); pickles name them under numpy.core (NumPy 1) or
+  # numpy._core (NumPy 2).
+  _NUMPY_CORE = {("multiarray", "_reconstruct"), ("multiarray", "scalar"),
+                 ("numeric", "_frombuffer")}
 
   def find_class(self, module, name):
-    if (module, name) not in self._ALLOWED:
-      raise pickle.UnpicklingError(f"global {module}.{name} is not allowed")
-    if name == "_reconstruct":
-      return np.ndarray.__reduce__(np.zeros(0))[0]  # numpy's own _reconstruct
-    if name == "scalar":
-      return np.int64(0).__reduce__()[0]
-    return getattr(np, name)
+    if module == "numpy" and name in ("ndarray", "dtype"):
+      return getattr(np, name)
+    if module == "_codecs" and name == "encode":  # Python 3 bytes in protocol 2.
+      return codecs.encode
+    for prefix in ("numpy._core.", "numpy.core."):
+      sub = module[len(prefix):] if module.startswith(prefix) else None
+      if (sub, name) in self._NUMPY_CORE:
+        try:
+          return getattr(importlib.import_module("numpy._core." + sub), name)
+        except ImportError:  # NumPy 1.
+          return getattr(importlib.import_module("numpy.core." + sub), name)
+    raise pickle.UnpicklingError(f"global {module}.{name} is not allowed")
 
 
 def parse_batch(data: bytes, where: str) -> dict[str, np.ndarray]:
