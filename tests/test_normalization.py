@@ -3,6 +3,8 @@ from the papers' equations (LN paper eq. 3-4, BN, WN, BLN paper eq. 10-25)."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -470,3 +472,49 @@ def test_mlp_parameter_count(name):
                                              train=False))
   count = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(shapes["params"]))
   assert count == EXPECTED_MLP_PARAMS[name]
+
+
+# --- The fused LN path against autodiff -----------------------------------------------
+
+
+@pytest.mark.parametrize("shape,dtype,blocked", [
+    ((6, 32), jnp.float32, False),
+    ((64, 32), jnp.float32, True),
+    ((4, 16, 32), jnp.float32, True),
+    ((64, 32), jnp.bfloat16, True),
+])
+def test_fused_layer_norm_matches_autodiff(monkeypatch, shape, dtype, blocked):
+  # Blocks of 4 rows, so that a small array takes the blocked (CPU) loop.
+  monkeypatch.setattr(F, "_CPU_BLOCK_BYTES", 4 * 4 * shape[-1])
+  assert (F._row_block(int(np.prod(shape[:-1])), shape[-1]) == 4) == (
+      blocked and jax.default_backend() == "cpu")
+  rng = _rng(16)
+  x = jnp.asarray(rng.normal(size=shape) * 3 + 2, dtype)
+  ct = jnp.asarray(rng.normal(size=shape), dtype)
+  g = jnp.asarray(rng.normal(size=(1, shape[-1])) + 1, jnp.float32)
+  b = jnp.asarray(rng.normal(size=(1, shape[-1])), jnp.float32)
+
+  def loss(fn, x, g, b):
+    return jnp.sum(fn(x, g, b).astype(jnp.float32) * ct.astype(jnp.float32))
+
+  fused = lambda x, g, b: F.layer_norm(x, g, b)
+  plain = lambda x, g, b: F._layer_norm_autodiff(x, g, b, axes=(x.ndim - 1,), eps=1e-5,
+                                                 mask=None)
+  tol = 1e-5 if dtype == jnp.float32 else 3e-2
+  y_fused, y_plain = fused(x, g, b), plain(x, g, b)
+  assert y_fused.dtype == dtype
+  np.testing.assert_allclose(np.asarray(y_fused, np.float32), np.asarray(y_plain, np.float32),
+                             atol=tol, rtol=tol)
+  grads_fused = jax.grad(functools.partial(loss, fused), argnums=(0, 1, 2))(x, g, b)
+  grads_plain = jax.grad(functools.partial(loss, plain), argnums=(0, 1, 2))(x, g, b)
+  for name, a, r in zip(("x", "scale", "bias"), grads_fused, grads_plain):
+    assert a.shape == r.shape and a.dtype == r.dtype, name
+    scale = float(jnp.max(jnp.abs(r.astype(jnp.float32))))
+    np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(r, np.float32),
+                               atol=tol * scale, rtol=0, err_msg=name)
+  # Without gain and bias the gradient wrt x is the same computation with g = 1.
+  gx = jax.grad(lambda x: loss(lambda x, g, b: F.layer_norm(x), x, None, None))(x)
+  gx_plain = jax.grad(lambda x: loss(lambda x, g, b: F._layer_norm_autodiff(
+      x, None, None, axes=(x.ndim - 1,), eps=1e-5, mask=None), x, None, None))(x)
+  np.testing.assert_allclose(np.asarray(gx, np.float32), np.asarray(gx_plain, np.float32),
+                             atol=tol * float(jnp.max(jnp.abs(gx_plain.astype(jnp.float32)))))
