@@ -73,6 +73,7 @@ def save(path: str, arrays: dict[str, np.ndarray]) -> None:
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
     with os.fdopen(fd, "wb") as f:
       np.savez(f, **arrays)
+    os.chmod(tmp, 0o644)  # mkstemp makes it private; a shared cache must be readable.
     os.replace(tmp, path)
     _log.info("Cached decoded arrays in %s", path)
   except OSError as e:

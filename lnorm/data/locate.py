@@ -19,11 +19,11 @@ def unset_note() -> str:
           "is set)")
 
 
-def how_to_fix(files: str, tfds_name: str | None = None) -> str:
+def how_to_fix(dataset: str, files: str, tfds_name: str | None = None) -> str:
   """The advice printed under the list of places looked."""
   lines = [
       "To fix this, do one of:",
-      f"  - put {files} into <dir> or <dir>/<dataset>/ and set "
+      f"  - put {files} into <dir>/{dataset}/ or <dir> and set "
       f"{core.DATA_DIR_ENV}=<dir> or pass --config.data.data_dir=<dir>;",
   ]
   if tfds_name:
@@ -36,7 +36,7 @@ def how_to_fix(files: str, tfds_name: str | None = None) -> str:
 
 def not_found(dataset: str, looked: list[str], files: str,
               tfds_name: str | None = None, data_dir: str | None = None) -> core.DatasetNotFoundError:
-  looked = list(looked)
+  looked = list(dict.fromkeys(looked))  # Unique, in order.
   if data_dir is None:
     looked.append(unset_note())
-  return core.DatasetNotFoundError(dataset, looked, how_to_fix(files, tfds_name))
+  return core.DatasetNotFoundError(dataset, looked, how_to_fix(dataset, files, tfds_name))
