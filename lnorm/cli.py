@@ -9,48 +9,48 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import logging
 import sys
 
 from lnorm.errors import UserError
 
 #: command -> (module, help). Each module has ``add_arguments(parser)`` and
-#: ``run(args, overrides) -> int``; modules import lazily so `lnorm --help` is fast.
+#: ``run(args, overrides) -> int``. Only the chosen command's module is imported, so
+#: `lnorm train` does not pay for matplotlib and `lnorm --help` is fast.
 COMMANDS = {
     "train": ("lnorm.commands.train", "Train and evaluate one config into a workdir."),
+    "sweep": ("lnorm.commands.sweep", "Run a named grid of configs, one workdir each."),
+    "plot": ("lnorm.commands.plot", "Draw metric curves from run directories."),
+    "report": ("lnorm.commands.report", "Collect finished runs into a markdown table."),
+    "invariance": ("lnorm.commands.invariance",
+                   "Measure LN paper Table 1 (invariance under re-scaling and re-centering)."),
+    "bln-search": ("lnorm.commands.bln_search",
+                   "Evaluate a trained BLN model under all 16 inference configurations."),
 }
 
 
-def register(name: str, module: str, help_text: str) -> None:
-  COMMANDS[name] = (module, help_text)
+def _available() -> dict[str, tuple[str, str]]:
+  return {name: spec for name, spec in COMMANDS.items()
+          if importlib.util.find_spec(spec[0]) is not None}
 
 
-def _optional_commands() -> None:
-  """Commands whose modules may not exist yet in a partial checkout."""
-  for name, module, help_text in (
-      ("invariance", "lnorm.invariance", "Measure LN paper Table 1 (invariances)."),
-      ("sweep", "lnorm.commands.sweep", "Run a named grid of configs."),
-      ("plot", "lnorm.commands.plot", "Draw metric curves from run directories."),
-      ("report", "lnorm.commands.report", "Collect finished runs into a markdown table."),
-      ("bln-search", "lnorm.commands.bln_search",
-       "Evaluate a trained BLN model under all 16 inference configurations."),
-  ):
-    if importlib.util.find_spec(module) is not None:
-      COMMANDS.setdefault(name, (module, help_text))
-
-
-def build_parser() -> argparse.ArgumentParser:
-  _optional_commands()
+def build_parser(command: str | None) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
       prog="lnorm", description="Layer Normalization and Batch Layer Normalization "
       "experiments. Any '--config.a.b=value' overrides a config field.")
   parser.add_argument("-v", "--verbose", action="store_true", help="Debug logging.")
   sub = parser.add_subparsers(dest="command", metavar="COMMAND")
   sub.required = True
-  for name, (module, help_text) in COMMANDS.items():
+  for name, (module, help_text) in _available().items():
     p = sub.add_parser(name, help=help_text, description=help_text)
-    importlib.import_module(module).add_arguments(p)
+    if name == command:
+      importlib.import_module(module).add_arguments(p)
   return parser
+
+
+def _chosen_command(argv: list[str]) -> str | None:
+  return next((a for a in argv if not a.startswith("-")), None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   try:
     rest, overrides = config_lib.split_config_overrides(argv)
-    parser = build_parser()
+    parser = build_parser(_chosen_command(rest))
     args = parser.parse_args(rest)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")

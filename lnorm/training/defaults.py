@@ -25,7 +25,7 @@ def base_config() -> ml_collections.ConfigDict:
   # per-step dispatch dominates otherwise. Does not change the results.
   c.steps_per_call = 1
   c.log_every_steps = 0  # Also log the running train loss every N steps (0: epochs only).
-  c.checkpoint_every_secs = 300  # Besides every epoch end and on SIGTERM.
+  c.checkpoint_every_secs = 300.0  # Besides every epoch end and on SIGTERM.
   c.progress_bar = True  # tqdm bar with loss and examples/s.
   c.matmul_precision = "default"  # 'highest' to disable TF32/bf16 passes on GPU/TPU.
 

@@ -51,7 +51,7 @@ class Interrupted(UserError):
 
 
 def _global_norm(tree) -> jax.Array:
-  return optax.global_norm(jax.tree.map(lambda x: x.astype(jnp.float32), tree))
+  return optax.tree.norm(jax.tree.map(lambda x: x.astype(jnp.float32), tree))
 
 
 def make_train_step(task: Task, model: nn.Module) -> Callable:

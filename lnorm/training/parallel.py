@@ -19,6 +19,17 @@ from lnorm.errors import ConfigError
 
 #: Environment variables that announce a multi-process launch.
 _DISTRIBUTED_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS")
+#: Set by Cloud TPU on every worker of a pod slice: a comma-separated host list.
+_TPU_HOSTS_ENV = ("TPU_WORKER_HOSTNAMES", "TPU_PROCESS_ADDRESSES")
+
+
+def launched_as_multi_process() -> bool:
+  """True when the environment says this process is one of several."""
+  if any(v in os.environ for v in _DISTRIBUTED_ENV) or os.environ.get("LNORM_DISTRIBUTED") == "1":
+    return True
+  if int(os.environ.get("SLURM_NTASKS", "1")) > 1:
+    return True
+  return any("," in os.environ.get(v, "") for v in _TPU_HOSTS_ENV)
 
 
 def maybe_initialize_distributed() -> None:
@@ -26,22 +37,28 @@ def maybe_initialize_distributed() -> None:
 
   On a TPU pod slice and under SLURM, ``jax.distributed.initialize()`` finds its
   settings itself; elsewhere set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and
-  JAX_PROCESS_ID.
+  JAX_PROCESS_ID. Must run before anything touches a JAX device: even
+  ``jax.process_count()`` starts the backends, after which joining is impossible.
   """
-  multi_slurm = int(os.environ.get("SLURM_NTASKS", "1")) > 1
-  if any(v in os.environ for v in _DISTRIBUTED_ENV) or multi_slurm or os.environ.get(
-      "LNORM_DISTRIBUTED") == "1":
-    if jax.process_count() == 1 and not getattr(maybe_initialize_distributed, "_done", False):
-      kwargs = {}
-      if "JAX_NUM_PROCESSES" in os.environ:
-        kwargs["num_processes"] = int(os.environ["JAX_NUM_PROCESSES"])
-        kwargs["process_id"] = int(os.environ["JAX_PROCESS_ID"])
-      if "JAX_COORDINATOR_ADDRESS" in os.environ:
-        kwargs["coordinator_address"] = os.environ["JAX_COORDINATOR_ADDRESS"]
-      jax.distributed.initialize(**kwargs)
-      maybe_initialize_distributed._done = True
-      logging.info("Joined a %d-process job as process %d.", jax.process_count(),
-                   jax.process_index())
+  if not launched_as_multi_process() or jax.distributed.is_initialized():
+    return
+  kwargs = {}
+  if "JAX_NUM_PROCESSES" in os.environ:
+    kwargs["num_processes"] = int(os.environ["JAX_NUM_PROCESSES"])
+    kwargs["process_id"] = int(os.environ["JAX_PROCESS_ID"])
+  if "JAX_COORDINATOR_ADDRESS" in os.environ:
+    kwargs["coordinator_address"] = os.environ["JAX_COORDINATOR_ADDRESS"]
+  try:
+    jax.distributed.initialize(**kwargs)
+  except RuntimeError as e:
+    if "before" not in str(e):
+      raise
+    raise ConfigError(
+        "This process is one of a multi-process job, but JAX was already in use before "
+        "lnorm could join the job. Call lnorm.training.parallel."
+        "maybe_initialize_distributed() before any other JAX call.") from e
+  logging.info("Joined a %d-process job as process %d.", jax.process_count(),
+               jax.process_index())
 
 
 def make_mesh() -> Mesh:
