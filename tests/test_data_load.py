@@ -20,16 +20,19 @@ from tests.test_data_parsers import write_acl_imdb
 from tests.test_data_parsers import write_cifar_pickles
 
 
+# TFDS reads $TFDS_DATA_DIR when imported, so the tests name an empty place instead.
+NO_TFDS = "/nonexistent/lnorm-tests-tfds"
+
+
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch, tmp_path):
   """No test may see the developer's data, TFDS datasets or caches."""
   monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
   monkeypatch.setenv("LNORM_CACHE_DIR", str(tmp_path / "cache"))
-  monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "no_tfds"))
 
 
 def config(data_dir=None, **kw):
-  return dict(data_dir=str(data_dir) if data_dir else None, tfds_data_dir=None, **kw)
+  return dict(data_dir=str(data_dir) if data_dir else None, tfds_data_dir=NO_TFDS, **kw)
 
 
 def write_mnist(folder, n_train=30, n_test=10, gz=True, seed=0):
@@ -170,7 +173,7 @@ def test_missing_dataset_lists_places_and_fixes(tmp_path):
   assert e.value.looked
 
 
-def test_missing_data_dir_is_said(monkeypatch):
+def test_missing_data_dir_is_said():
   with pytest.raises(data.DatasetNotFoundError, match="no data directory"):
     data.load("imdb", config(source="files"))
 

@@ -10,9 +10,8 @@ MOCK = dict(num_examples=12, policy=tfds.testing.MockPolicy.USE_CODE)
 
 
 @pytest.fixture(autouse=True)
-def _isolated(monkeypatch, tmp_path):
+def _isolated(monkeypatch):
   monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
-  monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "tfds"))
 
 
 def check(ds, features):

@@ -202,7 +202,7 @@ def _permute(ds: core.Dataset, config: Any) -> core.Dataset:
     flat = arrays["image"].reshape(len(arrays["image"]), -1)
     arrays["image"] = flat[:, perm].reshape((-1,) + IMAGE_SHAPE)
   ds.notes = "; ".join(filter(None, [ds.notes, f"pixels permuted (seed {seed})"]))
-  ds.info["pixel_permutation"] = perm
+  ds.info["pixel_permutation"] = tuple(int(i) for i in perm)  # JSON-serialisable.
   return ds
 
 
