@@ -1,0 +1,476 @@
+"""Named sweeps: a grid of dotted overrides beside a config, run member by member.
+
+A config file may define ``get_sweep(name=None)``: a list of override dicts for
+``name`` (``{"norm": "ln", "batch_size": 4}``), or all sweeps by name when ``name``
+is None. Every member trains into its own sub-workdir, named by the overrides that
+tell it apart from the other members (``norm=ln,batch_size=4``), by a
+``python -m lnorm train`` subprocess: a member that crashes takes nothing else
+down, and its log stays in ``<member>/train.log``.
+
+A sweep is resumable because ``lnorm train`` is: finished members (a final epoch
+record in ``metrics.jsonl``) are skipped, interrupted ones resume from their
+checkpoint. The summary (final and best metrics per member, and mean / spread over
+seeds) is printed and written as CSV; nothing here imports JAX.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import csv
+import dataclasses
+import json
+import logging
+import math
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Iterable, Mapping, Sequence
+
+from lnorm import config as config_lib
+from lnorm.errors import ConfigError, UserError
+from lnorm.training.defaults import RESUMABLE_FIELDS
+
+SWEEP_FILE = "sweep.json"
+SUMMARY_FILE = "summary.csv"
+GROUPED_SUMMARY_FILE = "summary_by_setting.csv"
+LOG_FILE = "train.log"
+#: The epoch records in metrics.jsonl are the points that carry this key.
+EPOCH_KEY = "time/epoch_seconds"
+
+
+# --- members and their names -----------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Member:
+  """One run of a sweep: its readable name, its overrides and its workdir."""
+  name: str
+  overrides: dict[str, str]
+  workdir: str
+
+
+def load_sweep(config_path: str, name: str) -> list[dict[str, str]]:
+  """The override dicts of sweep ``name`` in the config file ``config_path``."""
+  path = config_path.partition(":")[0]
+  module = config_lib.load_config_module(path)
+  if not hasattr(module, "get_sweep"):
+    raise ConfigError(f"{path} defines no get_sweep(name): it has no named sweeps.")
+  available = module.get_sweep(None)
+  available = sorted(available) if isinstance(available, Mapping) else []
+  try:
+    grid = module.get_sweep(name)
+  except KeyError:
+    raise ConfigError(f"{path} has no sweep {name!r}. Available sweeps: "
+                      f"{', '.join(available) or '(none listed)'}.") from None
+  if not grid:
+    raise ConfigError(f"Sweep {name!r} in {path} has no members.")
+  return [{str(k): _to_str(v) for k, v in member.items()} for member in grid]
+
+
+def _to_str(value: Any) -> str:
+  """An override value as it would be typed on the command line."""
+  if isinstance(value, (tuple, list)):
+    return "(" + ",".join(_to_str(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+  return str(value)
+
+
+def _ignored(key: str, ignore: Iterable[str]) -> bool:
+  return any(key == f or (f.endswith(".") and key.startswith(f)) for f in ignore)
+
+
+def distinguishing_keys(settings: Sequence[Mapping[str, Any]],
+                        ignore: Iterable[str] = RESUMABLE_FIELDS) -> list[str]:
+  """The fewest keys whose values tell the settings apart, in first-seen order.
+
+  Keys that are equal everywhere, or that do not change results (``ignore``), are
+  left out; so is a key determined by the others, such as the
+  ``norm_options.bn.unbiased=True`` that always accompanies ``batch_size=4``.
+  """
+  ignore = tuple(ignore)
+  keys: list[str] = []
+  for s in settings:
+    keys += [k for k in s if k not in keys and not _ignored(k, ignore)]
+  varying = [k for k in keys if len({_hashable(s.get(k)) for s in settings}) > 1]
+
+  def distinct(ks):
+    return len({tuple(_hashable(s.get(k)) for k in ks) for s in settings})
+
+  needed = distinct(varying)
+  for k in reversed(list(varying)):  # Drop later-mentioned keys first.
+    rest = [x for x in varying if x != k]
+    if distinct(rest) == needed:
+      varying = rest
+  return varying
+
+
+def _hashable(value: Any) -> Any:
+  return tuple(value) if isinstance(value, list) else value
+
+
+def setting_name(setting: Mapping[str, Any], keys: Sequence[str]) -> str:
+  return ",".join(f"{k}={_format_value(setting.get(k))}" for k in keys)
+
+
+def _format_value(value: Any) -> str:
+  if isinstance(value, (list, tuple)):
+    return "-".join(_format_value(v) for v in value)
+  return str(value)
+
+
+def _safe_dirname(name: str) -> str:
+  return re.sub(r"[^A-Za-z0-9=,._+-]", "_", name) or "run"
+
+
+def make_members(grid: Sequence[Mapping[str, str]], workdir: str) -> list[Member]:
+  """Members with readable, unique directory names under ``workdir``."""
+  keys = distinguishing_keys(grid) or sorted({k for m in grid for k in m})
+  names = [_safe_dirname(setting_name(m, keys)) if keys else "default" for m in grid]
+  seen: dict[str, int] = {}
+  for i, n in enumerate(names):
+    if names.count(n) > 1:
+      seen[n] = seen.get(n, 0) + 1
+      names[i] = f"{n}_{seen[n]}"
+  return [Member(n, dict(m), os.path.join(workdir, n)) for n, m in zip(names, grid)]
+
+
+# --- state of a member's workdir ----------------------------------------------------------
+
+
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+  if not os.path.exists(path):
+    return []
+  out = []
+  with open(path) as f:
+    for line in f:
+      if line.strip():
+        try:
+          out.append(json.loads(line))
+        except json.JSONDecodeError:  # A line cut short by a kill: ignore it.
+          pass
+  return out
+
+
+def epoch_records(workdir: str) -> list[dict[str, Any]]:
+  """The per-epoch points of ``workdir/metrics.jsonl``, NaN strings made floats."""
+  records = [r for r in read_jsonl(os.path.join(workdir, "metrics.jsonl")) if EPOCH_KEY in r]
+  return [{k: as_number(v) for k, v in r.items()} for r in records]
+
+
+def as_number(value: Any) -> Any:
+  if isinstance(value, str) and value.lower() in ("nan", "inf", "-inf"):
+    return float(value)
+  return value
+
+
+def is_finished(workdir: str, num_epochs: int) -> bool:
+  """True when the run logged its final epoch."""
+  records = epoch_records(workdir)
+  return bool(records) and int(records[-1].get("epoch", 0)) >= num_epochs
+
+
+def member_config(config_spec: str, member: Member, extra: Mapping[str, str]):
+  """The member's full config (loads the config file; no JAX)."""
+  config = config_lib.load_config(config_spec)
+  config_lib.apply_overrides(config, {**member.overrides, **extra})
+  return config
+
+
+# --- running ---------------------------------------------------------------------------
+
+
+def train_argv(config_spec: str, member: Member, extra: Mapping[str, str],
+               sweep_name: str) -> list[str]:
+  """The ``lnorm train`` arguments of one member (after the program name)."""
+  overrides = {
+      "wandb.group": sweep_name,
+      "wandb.name": f"{sweep_name}/{member.name}",
+      **member.overrides,
+      **extra,  # The sweep command's own --config.x=y win over the grid.
+  }
+  return (["train", "--config", config_spec, "--workdir", member.workdir]
+          + [f"--config.{k}={v}" for k, v in overrides.items()])
+
+
+def print_commands(config_spec: str, members: Sequence[Member], extra: Mapping[str, str],
+                   sweep_name: str, out=None) -> None:
+  """One shell line per member, e.g. for a SLURM job array (line $SLURM_ARRAY_TASK_ID)."""
+  out = out or sys.stdout
+  for m in members:
+    print(shlex.join(["lnorm", *train_argv(config_spec, m, extra, sweep_name)]), file=out)
+
+
+@dataclasses.dataclass
+class Outcome:
+  member: Member
+  status: str  # 'finished', 'skipped' (already finished), 'failed'
+  seconds: float = 0.0
+  returncode: int = 0
+
+
+def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], sweep_name: str,
+                stream: bool) -> Outcome:
+  os.makedirs(member.workdir, exist_ok=True)
+  argv = [sys.executable, "-m", "lnorm",
+          *train_argv(config_spec, member, {"progress_bar": "false", **extra}, sweep_name)]
+  start = time.time()
+  with open(os.path.join(member.workdir, LOG_FILE), "a") as log:
+    log.write(f"\n$ {shlex.join(argv)}\n")
+    log.flush()
+    if stream:  # Sequential: the user sees the member's log as it runs.
+      proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+      for line in proc.stdout:
+        log.write(line)
+        sys.stdout.write(f"  {line}")
+      code = proc.wait()
+    else:
+      code = subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT)
+  seconds = time.time() - start
+  return Outcome(member, "finished" if code == 0 else "failed", seconds, code)
+
+
+def run_sweep(config_spec: str, sweep_name: str, workdir: str,
+              extra: Mapping[str, str] | None = None, parallel: int = 1,
+              figures: bool = True) -> "Summary":
+  """Runs (or resumes) every member of a sweep, then summarises it.
+
+  Returns the summary; members that failed are listed there, their logs in
+  ``<workdir>/<member>/train.log``.
+  """
+  extra = dict(extra or {})
+  grid = load_sweep(config_spec, sweep_name)
+  workdir = os.path.abspath(workdir)
+  members = make_members(grid, workdir)
+  configs = {m.name: member_config(config_spec, m, extra) for m in members}  # Fail early.
+  os.makedirs(workdir, exist_ok=True)
+  _write_sweep_file(workdir, config_spec, sweep_name, members, extra)
+
+  todo, outcomes = [], {}
+  for m in members:
+    if is_finished(m.workdir, configs[m.name].num_epochs):
+      outcomes[m.name] = Outcome(m, "skipped")
+      print(f"[sweep {sweep_name}] {m.name}: already finished, skipped.", flush=True)
+    else:
+      todo.append(m)
+  start = time.time()
+  lock = threading.Lock()
+
+  def one(i_m):
+    i, m = i_m
+    with lock:
+      print(f"[sweep {sweep_name}] ({i + 1}/{len(todo)}) {m.name}: "
+            f"{'resuming' if os.path.exists(os.path.join(m.workdir, 'checkpoints')) else 'starting'}"
+            f" in {m.workdir}", flush=True)
+    o = _run_member(config_spec, m, extra, sweep_name, stream=parallel <= 1)
+    with lock:
+      msg = "done" if o.status == "finished" else (
+          f"FAILED with exit code {o.returncode}; see {os.path.join(m.workdir, LOG_FILE)}")
+      print(f"[sweep {sweep_name}] {m.name}: {msg} ({o.seconds:.0f} s)", flush=True)
+    return o
+
+  try:
+    if parallel <= 1:
+      for i, m in enumerate(todo):
+        o = one((i, m))
+        outcomes[m.name] = o
+        if o.returncode == 130:  # Interrupted: stop here, rerun to resume.
+          raise UserError(f"Sweep {sweep_name} interrupted during {m.name}; rerun the same "
+                          "command to resume.")
+    else:
+      with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+        for o in pool.map(one, enumerate(todo)):
+          outcomes[o.member.name] = o
+  finally:
+    _append_timing(workdir, time.time() - start, len(todo))
+
+  summary = summarize(members, {n: c.num_epochs for n, c in configs.items()},
+                      {n: o.status for n, o in outcomes.items()})
+  summary.write(workdir)
+  if figures:
+    summary.figures = _draw_figures(workdir, configs[members[0].name].get("experiment"))
+  return summary
+
+
+def _write_sweep_file(workdir, config_spec, sweep_name, members, extra) -> None:
+  record = {"sweep": sweep_name, "config": config_spec, "extra_overrides": extra,
+            "members": [{"name": m.name, "overrides": m.overrides,
+                         "workdir": os.path.relpath(m.workdir, workdir)} for m in members]}
+  with open(os.path.join(workdir, SWEEP_FILE), "w") as f:
+    json.dump(record, f, indent=2)
+
+
+def _append_timing(workdir: str, seconds: float, ran: int) -> None:
+  with open(os.path.join(workdir, "sweep_times.jsonl"), "a") as f:
+    f.write(json.dumps({"finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                        "wall_seconds": round(seconds, 1), "members_run": ran}) + "\n")
+
+
+def _draw_figures(workdir: str, experiment: str | None) -> list[str]:
+  """The sweep's figures; a plotting failure must not lose the summary."""
+  try:
+    from lnorm import plotting  # pylint: disable=g-import-not-at-top  (matplotlib is slow)
+    return plotting.sweep_figures(workdir, experiment)
+  except Exception as e:  # pylint: disable=broad-except
+    logging.warning("Could not draw the sweep's figures: %s", e)
+    return []
+
+
+# --- summary ---------------------------------------------------------------------------
+
+
+def lower_is_better(metric: str) -> bool:
+  return not any(w in metric for w in ("accuracy", "acc", "recall", "r@", "pearson",
+                                       "spearman", "examples_per_sec"))
+
+
+def summary_metrics(records: Sequence[Mapping[str, Any]]) -> list[str]:
+  """The metrics worth a column: the training loss and every evaluated metric."""
+  keys: list[str] = []
+  for r in records:
+    keys += [k for k in r if k not in keys]
+  evaluated = [k for k in keys if "/" in k and k.split("/")[0] not in ("train", "time")]
+  train = [k for k in ("train/loss", "train/nll", "train/error") if k in keys]
+  return train + evaluated
+
+
+def display_metrics(metrics: Sequence[str], limit: int = 4) -> list[str]:
+  """For a narrow table: one training loss, then test (else validation) metrics."""
+  train = [m for m in ("train/nll", "train/loss") if m in metrics][:1]
+  held_out = [m for m in metrics if m.startswith("test/")] or [
+      m for m in metrics if m.startswith("validation/")]
+  return (train + held_out)[:limit]
+
+
+@dataclasses.dataclass
+class Summary:
+  rows: list[dict[str, Any]]
+  metrics: list[str]
+  grouped: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+  figures: list[str] = dataclasses.field(default_factory=list)
+
+  @property
+  def failed(self) -> list[str]:
+    return [r["member"] for r in self.rows if r["status"] == "failed"]
+
+  def write(self, workdir: str) -> list[str]:
+    paths = [os.path.join(workdir, SUMMARY_FILE)]
+    _write_csv(paths[0], self.rows)
+    if self.grouped:
+      paths.append(os.path.join(workdir, GROUPED_SUMMARY_FILE))
+      _write_csv(paths[1], self.grouped)
+    return paths
+
+  def table(self, max_metrics: int = 4) -> str:
+    """A fixed-width text table of final/best values (mean ± std over seeds if any)."""
+    metrics = display_metrics(self.metrics, max_metrics)
+    if self.grouped:
+      header = ["setting", "n"] + [f"{k} {m}" for m in metrics for k in ("final", "best")]
+      body = [[g["setting"], str(g["n"])] + [
+          _pm(g.get(f"{k} {m} mean"), g.get(f"{k} {m} std")) for m in metrics
+          for k in ("final", "best")] for g in self.grouped]
+    else:
+      header = ["member", "status", "epochs"] + [f"{k} {m}" for m in metrics
+                                                  for k in ("final", "best")]
+      body = [[r["member"], r["status"], str(r["epochs"])] + [
+          _fmt(r.get(f"{k} {m}")) for m in metrics for k in ("final", "best")]
+              for r in self.rows]
+    widths = [max(len(x) for x in col) for col in zip(header, *body)]
+    lines = ["  ".join(x.ljust(w) for x, w in zip(row, widths)) for row in [header] + body]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(v: Any) -> str:
+  if v is None:
+    return "-"
+  return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _pm(mean, std) -> str:
+  if mean is None:
+    return "-"
+  return f"{mean:.4g} ± {std:.2g}" if std is not None else f"{mean:.4g}"
+
+
+def _write_csv(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
+  columns: list[str] = []
+  for r in rows:
+    columns += [k for k in r if k not in columns]
+  with open(path, "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=columns)
+    w.writeheader()
+    for r in rows:
+      w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
+
+
+def _is_seed(key: str) -> bool:
+  return key == "seed" or key.endswith(".seed")
+
+
+def summarize(members: Sequence[Member], num_epochs: Mapping[str, int] | None = None,
+              statuses: Mapping[str, str] | None = None) -> Summary:
+  """Final and best value of each metric per member; mean and spread over seeds."""
+  num_epochs = num_epochs or {}
+  statuses = statuses or {}
+  per_member = {m.name: epoch_records(m.workdir) for m in members}
+  metrics = summary_metrics([r for rs in per_member.values() for r in rs])
+  rows = []
+  for m in members:
+    records = per_member[m.name]
+    epochs = int(records[-1].get("epoch", 0)) if records else 0
+    target = num_epochs.get(m.name)
+    status = statuses.get(m.name) or ("finished" if target and epochs >= target else
+                                      "incomplete")
+    if status == "finished" and target and epochs < target:
+      status = "incomplete"
+    row = {"member": m.name, "status": status, "epochs": epochs, **m.overrides}
+    for metric in metrics:
+      values = [r[metric] for r in records if isinstance(r.get(metric), (int, float))]
+      finite = [v for v in values if math.isfinite(v)]
+      row[f"final {metric}"] = values[-1] if values else None
+      row[f"best {metric}"] = ((min if lower_is_better(metric) else max)(finite)
+                               if finite else None)
+    rows.append(row)
+  return Summary(rows, metrics, _group_over_seeds(members, rows, metrics))
+
+
+def _group_over_seeds(members, rows, metrics) -> list[dict[str, Any]]:
+  seed_keys = {k for m in members for k in m.overrides if _is_seed(k)}
+  if not seed_keys or len({tuple(sorted(m.overrides.items())) for m in members}) < 2:
+    return []
+  settings = [{k: v for k, v in m.overrides.items() if k not in seed_keys} for m in members]
+  keys = distinguishing_keys(settings)
+  groups: dict[str, list[dict[str, Any]]] = {}
+  for s, row in zip(settings, rows):
+    groups.setdefault(setting_name(s, keys) or "all", []).append(row)
+  out = []
+  for name, group in groups.items():
+    g = {"setting": name, "n": len(group),
+         "n_finished": sum(r["status"] in ("finished", "skipped") for r in group)}
+    for metric in metrics:
+      for kind in ("final", "best"):
+        values = [r[f"{kind} {metric}"] for r in group
+                  if isinstance(r.get(f"{kind} {metric}"), (int, float))
+                  and math.isfinite(r[f"{kind} {metric}"])]
+        if values:
+          g[f"{kind} {metric} mean"] = statistics.fmean(values)
+          g[f"{kind} {metric} std"] = statistics.stdev(values) if len(values) > 1 else 0.0
+          g[f"{kind} {metric} min"] = min(values)
+          g[f"{kind} {metric} max"] = max(values)
+    out.append(g)
+  return out
+
+
+def load_members(sweep_dir: str) -> list[Member]:
+  """The members recorded in ``sweep_dir/sweep.json``."""
+  path = os.path.join(sweep_dir, SWEEP_FILE)
+  if not os.path.exists(path):
+    raise UserError(f"{sweep_dir} holds no {SWEEP_FILE}: it is not a sweep directory.")
+  with open(path) as f:
+    record = json.load(f)
+  return [Member(m["name"], m["overrides"], os.path.join(sweep_dir, m["workdir"]))
+          for m in record["members"]]
