@@ -1,0 +1,49 @@
+"""``lnorm plot``: curves from run or sweep directories, as PNG and SVG.
+
+  lnorm plot runs/fig6 --metric train/loss --metric test/error --out runs/fig6/curves
+  lnorm plot runs/fig6 --figure ln-fig6 --out figures/ln-fig6
+  lnorm plot runs/a runs/b --metric train/loss --x step --log
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from lnorm.errors import UserError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument("paths", nargs="+",
+                      help="Run directories, or directories above them (e.g. a sweep's).")
+  parser.add_argument("--metric", action="append", default=[],
+                      help="A metric key of metrics.jsonl, e.g. test/error; repeat for "
+                      "more panels. Default: the training loss and the test metrics.")
+  parser.add_argument("--figure", help="Lay out a paper's figure instead: ln-fig6, ln-fig4, "
+                      "bln-cifar, bln-imdb.")
+  parser.add_argument("--x", default="epoch", choices=("epoch", "step"),
+                      help="The horizontal axis (default epoch).")
+  parser.add_argument("--log", action="store_true", help="Log-scaled vertical axis.")
+  parser.add_argument("--title", default="", help="A title above the panels.")
+  parser.add_argument("--out", default=None,
+                      help="Output path without extension (.png and .svg are written). "
+                      "Default: <first path>/figures/<figure or 'curves'>.")
+
+
+def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
+  import os  # pylint: disable=g-import-not-at-top
+  from lnorm import plotting  # pylint: disable=g-import-not-at-top  (matplotlib is slow)
+  if overrides:
+    raise UserError("lnorm plot takes no --config.* overrides.")
+  if args.figure and args.metric:
+    raise UserError("Give either --figure or --metric, not both.")
+  runs = plotting.load_runs(args.paths)
+  out = args.out or os.path.join(args.paths[0], "figures", args.figure or "curves")
+  if args.figure:
+    paths = plotting.plot_figure(args.figure, runs, out, x=args.x)
+  else:
+    metrics = args.metric or plotting.default_metrics(runs)
+    paths = plotting.plot_metrics(runs, metrics, out, x=args.x, logy=args.log, title=args.title)
+  print(f"{len(runs)} runs: {', '.join(r.label for r in runs)}")
+  for p in paths:
+    print(p)
+  return 0

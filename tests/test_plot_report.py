@@ -1,0 +1,132 @@
+"""``lnorm plot`` and ``lnorm report`` on fabricated run directories (no training)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from lnorm import cli
+from lnorm import plotting
+from lnorm import report
+from lnorm import results
+from lnorm.errors import UserError
+
+
+def fake_run(workdir, config, data, epochs, num_epochs=None):
+  """A run directory as lnorm train leaves it: config.json and metrics.jsonl."""
+  os.makedirs(workdir)
+  flat = {"experiment": "perm_mnist", "seed": 0, "num_epochs": num_epochs or len(epochs),
+          "steps_per_call": 7, "wandb.group": "g", **config}
+  with open(os.path.join(workdir, "config.json"), "w") as f:
+    json.dump({"config": flat, "data": data}, f)
+  with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:
+    for i, metrics in enumerate(epochs, 1):
+      f.write(json.dumps({"step": i * 100 - 50, "epoch": i - 0.5, "train/loss": 9.0}) + "\n")
+      f.write(json.dumps({"step": i * 100, "epoch": i, "time/epoch_seconds": 1.0,
+                          **metrics}) + "\n")
+
+
+FULL_MNIST = {"name": "mnist", "source": "files", "synthetic": False,
+              "num_examples": {"train": 55000, "validation": 5000, "test": 10000}}
+EMBEDDED = {"name": "mnist", "source": "embedded", "synthetic": False,
+            "num_examples": {"train": 4000, "validation": 500, "test": 500}}
+
+
+@pytest.fixture
+def fig6_dir(tmp_path):
+  """Figure 6's six runs, one of them unfinished (1 of 3 epochs)."""
+  root = tmp_path / "fig6"
+  for b in (128, 4):
+    for i, n in enumerate(("none", "bn", "ln")):
+      curve = [{"train/nll": 0.5 / (e * (i + 1)), "test/error": 0.1 / (e + i),
+                "train/loss": 0.5 / e} for e in (1, 2)]
+      fake_run(str(root / f"norm={n},batch_size={b}"),
+               {"norm": n, "batch_size": b, "norm_options.bn.unbiased": b == 4,
+                "steps_per_call": 256 // b}, FULL_MNIST, curve)
+  fake_run(str(root / "unfinished"), {"norm": "ln", "batch_size": 64}, FULL_MNIST,
+           [{"test/error": 0.3, "train/nll": 1.0}], num_epochs=3)
+  return str(root)
+
+
+def test_runs_are_labelled_by_what_differs(fig6_dir):
+  runs = plotting.load_runs([fig6_dir])
+  labels = {r.label for r in runs}
+  # steps_per_call does not change results and unbiased follows from batch_size.
+  assert "norm=bn,batch_size=4" in labels and len(labels) == 7
+
+
+def test_plot_metric_against_step_log_scaled(fig6_dir, tmp_path, capsys):
+  out = str(tmp_path / "curves")
+  assert cli.main(["plot", fig6_dir, "--metric", "train/loss", "--x", "step", "--log",
+                   "--out", out]) == 0
+  for ext in (".png", ".svg"):
+    assert os.path.getsize(out + ext) > 1000
+  assert "norm=ln,batch_size=4" in capsys.readouterr().out
+
+
+def test_paper_figure_by_name(fig6_dir, tmp_path):
+  paths = plotting.plot_figure("ln-fig6", plotting.load_runs([fig6_dir]),
+                               str(tmp_path / "fig6"))
+  assert [os.path.basename(p) for p in paths] == ["fig6.png", "fig6.svg"]
+  with open(paths[1]) as f:
+    svg = f.read()
+  for title in ("train NLL, batch 128", "test error, batch 4"):
+    assert title in svg
+
+
+def test_plot_errors_are_user_errors(fig6_dir, tmp_path):
+  runs = plotting.load_runs([fig6_dir])
+  with pytest.raises(UserError, match="Figures: "):
+    plotting.plot_figure("ln-fig99", runs, str(tmp_path / "x"))
+  with pytest.raises(UserError, match="needs runs of experiment 'draw'"):
+    plotting.plot_figure("ln-fig4", runs, str(tmp_path / "x"))
+  with pytest.raises(UserError, match="Metrics found: .*test/error"):
+    plotting.plot_metrics(runs, ["test/accuracy"], str(tmp_path / "x"))
+  (tmp_path / "empty").mkdir()
+  with pytest.raises(UserError, match="No metrics.jsonl"):
+    plotting.load_runs([str(tmp_path / "empty")])
+
+
+def test_report_rows(fig6_dir, tmp_path, capsys):
+  out = str(tmp_path / "REPORT.md")
+  assert cli.main(["report", fig6_dir, "--out", out]) == 0
+  text = capsys.readouterr().out
+  with open(out) as f:
+    assert f.read() == text
+  lines = [l for l in text.splitlines() if l.startswith("| perm_mnist")]
+  assert len(lines) == 12  # 6 finished runs x (train NLL, test error); not the unfinished one.
+  row = next(l for l in lines if "norm=bn,batch_size=4 | test/error" in l)
+  cells = [c.strip() for c in row.strip("|").split("|")]
+  assert cells[3].startswith("not given")
+  assert "Figure 6" in cells[4]
+  assert cells[5] == "0.03333"  # The final epoch of bn (i = 1): 0.1 / (2 + 1).
+  assert "mnist (files), 55000 train" == cells[7]
+  assert cells[8] == "2"
+  assert "Not finished (left out)" in text and "unfinished" in text
+
+
+def test_report_marks_partial_and_synthetic_data_and_compares_numbers(tmp_path):
+  fake_run(str(tmp_path / "embedded"), {"norm": "ln", "batch_size": 128}, EMBEDDED,
+           [{"test/error": 0.2, "train/nll": 0.4}])
+  fake_run(str(tmp_path / "cifar"), {"experiment": "bln_cifar", "norm": "bln", "batch_size": 25},
+           {"name": "cifar10", "source": "synthetic", "synthetic": True,
+            "num_examples": {"train": 45000, "validation": 5000}},
+           [{"test/error": 0.6, "test/nll": 1.7}, {"test/error": 0.5, "test/nll": 1.6}])
+  rows, _ = report.collect([str(tmp_path)])
+  embedded = [r for r in rows if r.experiment == "perm_mnist"]
+  assert all("PARTIAL (8% of mnist)" in r.data for r in embedded)
+  cifar = {r.metric: r for r in rows if r.experiment == "bln_cifar"}
+  assert "SYNTHETIC" in cifar["test/nll"].data
+  assert cifar["test/accuracy"].paper == "0.455" and cifar["test/accuracy"].measured == "0.5"
+  assert cifar["test/nll"].paper == "1.531" and cifar["test/nll"].best == "1.6"
+  assert cifar["test/nll"].epochs == "2 (paper: 15)"
+  assert "BLN" in cifar["test/nll"].source
+
+
+def test_published_results_have_sources():
+  assert len({p.source for p in results.PUBLISHED}) >= 4
+  draw = {p.setting["norm"]: p.value for p in results.PUBLISHED if p.experiment == "draw"}
+  assert draw == {"none": 82.36, "ln": 82.09, "wn": None}
+  assert results.metric_value({"test/error": 0.25}, "test/accuracy") == pytest.approx(0.75)
