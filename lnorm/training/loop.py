@@ -189,9 +189,27 @@ class _SignalGuard:
     return False
 
 
-def _host_init(num_metrics_keys=()) -> dict[str, Any]:
+def _host_init() -> dict[str, Any]:
   return {"epoch_sums": {}, "epoch_examples": 0, "epoch_seconds": 0.0,
+          "timed_examples": 0, "timed_seconds": 0.0, "compile_seconds": 0.0,
           "epoch_norms": {}, "epoch_steps": 0}
+
+
+def init_train_state(config: ml_collections.ConfigDict, task: Task, model: nn.Module,
+                     train_arrays, mesh) -> TrainState:
+  """The initial, replicated train state of a config: what training starts from and
+  the structure a checkpoint of that config restores into (``lnorm bln-search``)."""
+  init_rng, _ = jax.random.split(jax.random.key(config.seed))
+  # Initialise on a real batch: data-dependent initialisations (WN) need one.
+  first = {k: v[0] for k, v in batching.train_chunk(
+      train_arrays, config.batch_size, config.seed, 0, 0, 1).items()}
+  init_rngs = {"params": init_rng, **{s: init_rng for s in task.rng_streams}}
+  variables = jax.jit(functools.partial(model.init, train=True))(
+      init_rngs, *task.model_inputs(first))
+  tx = make_optimizer(config.optimizer)
+  state = TrainState.create(apply_fn=model.apply, params=variables["params"], tx=tx,
+                            batch_stats=variables.get("batch_stats", {}))
+  return jax.device_put(state, parallel.replicated(mesh))
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, float]:
@@ -219,18 +237,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   total_steps = steps_per_epoch * config.num_epochs
   model = task.build_model(dataset)
 
-  rng = jax.random.key(config.seed)
-  init_rng, train_rng = jax.random.split(rng)
-  # Initialise on a real batch: data-dependent initialisations (WN) need one.
-  first = {k: v[0] for k, v in batching.train_chunk(
-      train_arrays, config.batch_size, config.seed, 0, 0, 1).items()}
-  init_rngs = {"params": init_rng, **{s: init_rng for s in task.rng_streams}}
-  variables = jax.jit(functools.partial(model.init, train=True))(
-      init_rngs, *task.model_inputs(first))
-  tx = make_optimizer(config.optimizer)
-  state = TrainState.create(apply_fn=model.apply, params=variables["params"], tx=tx,
-                            batch_stats=variables.get("batch_stats", {}))
-  state = jax.device_put(state, parallel.replicated(mesh))
+  _, train_rng = jax.random.split(jax.random.key(config.seed))
+  state = init_train_state(config, task, model, train_arrays, mesh)
   num_params = sum(x.size for x in jax.tree.leaves(state.params))
 
   checkpointer = Checkpointer(workdir)
@@ -261,6 +269,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   last_metrics: dict[str, float] = {}
   last_save = time.time()
   step = start_step
+  compiled_sizes: set[int] = set()
   try:
     with _SignalGuard() as signals:
       while step < total_steps:
@@ -272,20 +281,29 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
           k = min(config.steps_per_call, steps_per_epoch - in_epoch)
           chunk = batching.train_chunk(train_arrays, config.batch_size, config.seed, epoch,
                                        in_epoch, k)
+          call_start = time.time()
           state, out = train_chunk(state, parallel.shard_batch(chunk, mesh, 1), train_rng)
           out = jax.device_get(out)
+          call_seconds = time.time() - call_start
           _check_finite(out, step, epoch, checkpointer.latest_step())
           _accumulate(host, out, k * config.batch_size)
+          # The first call of each chunk size compiles: keep it out of the throughput.
+          if k in compiled_sizes:
+            host["timed_examples"] += k * config.batch_size
+            host["timed_seconds"] += call_seconds
+          else:
+            compiled_sizes.add(k)
+            host["compile_seconds"] += call_seconds
           step += k
           in_epoch += k
           if config.log_every_steps and step % config.log_every_steps < k:
             writer.write(step, {"epoch": step / steps_per_epoch,
                                 "train/loss": float(np.mean(out["loss"]))})
           if progress is not None:
-            elapsed = host["epoch_seconds"] + time.time() - epoch_start
             progress.update(k)
-            progress.set_postfix(loss=f"{float(np.mean(out['loss'])):.4f}",
-                                 ex_per_s=f"{host['epoch_examples'] / max(elapsed, 1e-9):.0f}")
+            progress.set_postfix(
+                loss=f"{float(np.mean(out['loss'])):.4f}",
+                ex_per_s=f"{host['timed_examples'] / max(host['timed_seconds'], 1e-9):.0f}")
           if signals.received:
             break
           if time.time() - last_save > config.checkpoint_every_secs and in_epoch < steps_per_epoch:
@@ -368,7 +386,11 @@ def _epoch_metrics(host: dict[str, Any], epoch: int) -> dict[str, float]:
   metrics.update({f"train/{k}": v / n for k, v in host["epoch_sums"].items()})
   metrics.update({f"train/{k}": v / steps for k, v in host["epoch_norms"].items()})
   metrics["time/epoch_seconds"] = host["epoch_seconds"]
-  metrics["train/examples_per_sec"] = host["epoch_examples"] / max(host["epoch_seconds"], 1e-9)
+  # Throughput of the jitted steps alone: compilation and evaluation excluded.
+  if host["timed_seconds"] > 0:
+    metrics["train/examples_per_sec"] = host["timed_examples"] / host["timed_seconds"]
+  if host["compile_seconds"] > 0:
+    metrics["time/compile_seconds"] = host["compile_seconds"]
   return metrics
 
 
