@@ -128,5 +128,16 @@ def test_report_marks_partial_and_synthetic_data_and_compares_numbers(tmp_path):
 def test_published_results_have_sources():
   assert len({p.source for p in results.PUBLISHED}) >= 4
   draw = {p.setting["norm"]: p.value for p in results.PUBLISHED if p.experiment == "draw"}
-  assert draw == {"none": 82.36, "ln": 82.09, "wn": None}
+  assert draw == {"none": 82.36, "ln_cell": 82.09, "wn": None}
   assert results.metric_value({"test/error": 0.25}, "test/accuracy") == pytest.approx(0.75)
+
+
+def test_invariance_command(capsys):
+  """`lnorm invariance` (issue 6, item 4) prints LN paper Table 1 as measured."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  if importlib.util.find_spec("lnorm.commands.invariance") is None:
+    pytest.skip("lnorm/commands/invariance.py (the CLI wrapper of lnorm.invariance) "
+                "does not exist yet")
+  assert cli.main(["invariance"]) == 0
+  out = capsys.readouterr().out
+  assert "Matches LN paper Table 1." in out
