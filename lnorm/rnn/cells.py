@@ -1,0 +1,205 @@
+"""LSTM and GRU cells whose normalization is given, never tested by name.
+
+Each cell splits its work in two, as the LN paper's reference code did:
+
+* ``project(x, *, train, mask)``: everything that does not depend on the state,
+  W_x x, its normalizer and the bias, for all time steps in one matmul. ``x`` is
+  time-major ``[T, B, I]``.
+* ``__call__(carry, inputs, *, train)``: one step of the recurrence, where
+  ``inputs = (projected_t, step, mask_t)`` is one time step of ``project``'s output,
+  the integer time index (recurrent BN keeps statistics per step) and a ``[B]``
+  mask (BN keeps padded examples out of its batch statistics).
+
+Keeping the state-independent half out of the scan is the main speed lever: the
+recurrence then holds one ``[B, H] @ [H, 4H]`` matmul plus elementwise work.
+:class:`lnorm.rnn.RecurrentLayer` runs a cell over padded sequences.
+
+The variant enters through :class:`CellNorms`: which linear map (plain or weight
+normalized) and which normalizer for W_x x, W_h h and c. Equations: REFERENCE.md
+sec. 4 (LN paper appendix), Cooijmans et al. 2016 for recurrent BN.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+ModuleFactory = Callable[..., nn.Module]
+Initializer = Callable[..., jax.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class CellNorms:
+  """How a normalization variant enters a recurrent cell.
+
+  ``dense(features, use_bias=..., kernel_init=..., name=...)`` builds W_x and W_h;
+  ``input_norm``, ``hidden_norm`` and ``cell_norm`` (called with ``name=...``) build
+  modules with the signature ``norm(x, *, train, step, mask=None)`` applied to W_x x,
+  W_h h and (LSTM only) c before its tanh.
+  """
+
+  name: str
+  dense: ModuleFactory
+  input_norm: ModuleFactory
+  hidden_norm: ModuleFactory
+  cell_norm: ModuleFactory
+  #: Whether ``input_norm`` adds its own bias. The GRU then drops the bias of its
+  #: input projection (LN-GRU eq. 26-28 have only the LN biases); the LSTM keeps its
+  #: gate bias b in every variant, as the paper's LN-LSTM adds b after the LNs.
+  input_norm_has_bias: bool = False
+
+
+def _time_steps(x: jax.Array) -> jax.Array:
+  return jnp.arange(x.shape[0], dtype=jnp.int32)
+
+
+def _check_time_major(x: jax.Array, what: str) -> None:
+  if x.ndim != 3:
+    raise ValueError(f"{what}.project expects time-major inputs [T, B, features], got "
+                     f"shape {x.shape}; RecurrentLayer does the transposition for you.")
+
+
+class LSTMCell(nn.RNNCellBase):
+  """LSTM with gates ordered (f, i, o, g) over one concatenated 4H projection:
+
+  ``(f, i, o, g) = N_h(W_h h) + N_x(W_x x) + b``,
+  ``c = sigmoid(f) c_prev + sigmoid(i) tanh(g)``, ``h = sigmoid(o) tanh(N_c(c))``,
+  carrying the un-normalized c (REFERENCE.md sec. 4). The carry is ``(c, h)``.
+  """
+
+  hidden_size: int
+  norms: CellNorms
+  forget_bias: float = 0.0
+  kernel_init: Initializer = nn.initializers.lecun_normal()
+  recurrent_kernel_init: Initializer = nn.initializers.orthogonal()
+  carry_init: Initializer = nn.initializers.zeros
+
+  def setup(self):
+    h4 = 4 * self.hidden_size
+    self.input_proj = self.norms.dense(h4, use_bias=False, kernel_init=self.kernel_init,
+                                       name="input_proj")
+    self.input_norm = self.norms.input_norm(name="input_norm")
+    self.hidden_proj = self.norms.dense(h4, use_bias=False,
+                                        kernel_init=self.recurrent_kernel_init,
+                                        name="hidden_proj")
+    self.hidden_norm = self.norms.hidden_norm(name="hidden_norm")
+    self.cell_norm = self.norms.cell_norm(name="cell_norm")
+    self.bias = self.param("bias", self._bias_init, (h4,), jnp.float32)
+
+  def _bias_init(self, key, shape, dtype=jnp.float32):
+    del key
+    # Gate order (f, i, o, g): only the forget block starts at forget_bias.
+    return jnp.zeros(shape, dtype).at[:self.hidden_size].set(self.forget_bias)
+
+  def project(self, x, *, train: bool = False, mask=None):
+    """``N_x(W_x x) + b`` for all steps: ``[T, B, I] -> [T, B, 4H]``."""
+    _check_time_major(x, "LSTMCell")
+    wx = self.input_norm(self.input_proj(x), train=train, step=_time_steps(x), mask=mask)
+    return wx + self.bias.astype(wx.dtype)[None, None, :]
+
+  def __call__(self, carry, inputs, *, train: bool = False):
+    c, h = carry
+    gates_x, step, mask = inputs
+    wh = self.hidden_norm(self.hidden_proj(h), train=train, step=step, mask=mask)
+    f, i, o, g = jnp.split(wh + gates_x, 4, axis=-1)
+    c = nn.sigmoid(f) * c + nn.sigmoid(i) * jnp.tanh(g)
+    h = nn.sigmoid(o) * jnp.tanh(self.cell_norm(c, train=train, step=step, mask=mask))
+    return (c, h), h
+
+  @nn.nowrap
+  def initialize_carry(self, rng, input_shape):
+    """Zero ``(c, h)`` of shape ``[*batch, H]`` for inputs ``[*batch, features]``."""
+    shape = tuple(input_shape[:-1]) + (self.hidden_size,)
+    k1, k2 = jax.random.split(rng)
+    return self.carry_init(k1, shape, jnp.float32), self.carry_init(k2, shape, jnp.float32)
+
+  @staticmethod
+  def output(carry):
+    """The hidden state h of a carry."""
+    return carry[1]
+
+  @property
+  def num_feature_axes(self) -> int:
+    return 1
+
+
+class GRUCell(nn.RNNCellBase):
+  """GRU of REFERENCE.md sec. 4 (LN paper eq. 26-28), not flax's cuDNN-style cell:
+
+  ``(z, r) = N1(W_h h) + N2(W_x x)`` over the concatenated 2H,
+  ``h~ = tanh(N3(W x) + sigmoid(r) * N4(U h))``,
+  ``h = (1 - sigmoid(z)) h_prev + sigmoid(z) h~``. The carry is h.
+
+  W_x and W share one input matmul ([I, 3H]) and W_h and U one recurrent matmul
+  ([H, 3H]); N1..N4 are four separate normalizers. Without a biased input
+  normalizer the input projection carries the biases b (gates) and b_x (candidate).
+  """
+
+  hidden_size: int
+  norms: CellNorms
+  kernel_init: Initializer = nn.initializers.lecun_normal()
+  recurrent_kernel_init: Initializer = nn.initializers.orthogonal()
+  carry_init: Initializer = nn.initializers.zeros
+
+  def setup(self):
+    h3 = 3 * self.hidden_size
+    self.input_proj = self.norms.dense(h3, use_bias=not self.norms.input_norm_has_bias,
+                                       kernel_init=self.kernel_init, name="input_proj")
+    self.input_gate_norm = self.norms.input_norm(name="input_gate_norm")
+    self.input_candidate_norm = self.norms.input_norm(name="input_candidate_norm")
+    self.hidden_proj = self.norms.dense(h3, use_bias=False,
+                                        kernel_init=self.recurrent_kernel_init,
+                                        name="hidden_proj")
+    self.hidden_gate_norm = self.norms.hidden_norm(name="hidden_gate_norm")
+    self.hidden_candidate_norm = self.norms.hidden_norm(name="hidden_candidate_norm")
+
+  def project(self, x, *, train: bool = False, mask=None):
+    """``[N2(W_x x), N3(W x)]`` for all steps: ``[T, B, I] -> [T, B, 3H]``."""
+    _check_time_major(x, "GRUCell")
+    steps = _time_steps(x)
+    wx = self.input_proj(x)
+    gates, candidate = jnp.split(wx, [2 * self.hidden_size], axis=-1)
+    gates = self.input_gate_norm(gates, train=train, step=steps, mask=mask)
+    candidate = self.input_candidate_norm(candidate, train=train, step=steps, mask=mask)
+    return jnp.concatenate([gates, candidate], axis=-1)
+
+  def __call__(self, carry, inputs, *, train: bool = False):
+    h = carry
+    projected, step, mask = inputs
+    gates_x, candidate_x = jnp.split(projected, [2 * self.hidden_size], axis=-1)
+    wh = self.hidden_proj(h)
+    gates_h, candidate_h = jnp.split(wh, [2 * self.hidden_size], axis=-1)
+    gates_h = self.hidden_gate_norm(gates_h, train=train, step=step, mask=mask)
+    candidate_h = self.hidden_candidate_norm(candidate_h, train=train, step=step,
+                                             mask=mask)
+    z, r = jnp.split(gates_h + gates_x, 2, axis=-1)
+    candidate = jnp.tanh(candidate_x + nn.sigmoid(r) * candidate_h)
+    z = nn.sigmoid(z)
+    h = (1.0 - z) * h + z * candidate
+    return h, h
+
+  @nn.nowrap
+  def initialize_carry(self, rng, input_shape):
+    shape = tuple(input_shape[:-1]) + (self.hidden_size,)
+    return self.carry_init(rng, shape, jnp.float32)
+
+  @staticmethod
+  def output(carry):
+    return carry
+
+  @property
+  def num_feature_axes(self) -> int:
+    return 1
+
+
+CellFactory = Callable[..., Any]
+
+
+def bind_norms(cell_cls, norms: CellNorms, **options) -> CellFactory:
+  """``cell_factory(hidden_size, name=...)`` for ``cell_cls`` with ``norms``."""
+  return functools.partial(cell_cls, norms=norms, **options)

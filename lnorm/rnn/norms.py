@@ -1,0 +1,123 @@
+"""Normalizers in the recurrent signature ``norm(x, *, train, step, mask=None)``.
+
+A recurrent cell normalizes three things: the input projection W_x x (all time steps
+at once, outside the recurrence, ``x`` time-major ``[T, B, F]`` with ``step`` of
+shape ``[T]``), the recurrent projection W_h h and the cell state c (one step inside
+the recurrence, ``x`` of shape ``[B, F]`` with a scalar ``step``). Only recurrent BN
+looks at ``step``; LN and the identity ignore it. The arithmetic is the pure
+functions of :mod:`lnorm.normalization.functional`.
+
+``mask`` (``[B]`` or ``[T, B]``, true for real steps) keeps padded steps out of BN's
+batch statistics; LN's statistics are per example and need no mask.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from lnorm.normalization import functional as F
+
+Initializer = Callable[..., jax.Array]
+
+
+class StepIdentity(nn.Module):
+  """The un-normalized variant: same signature, no computation."""
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
+    del train, step, mask
+    return x
+
+
+class StepLayerNorm(nn.Module):
+  """LN over the last axis (for a gate projection: all gates concatenated, as in
+  the reference code). Same computation at every step and at train and test."""
+
+  eps: float = 1e-5
+  scale_init: Initializer = nn.initializers.ones
+  bias_init: Initializer = nn.initializers.zeros
+  use_bias: bool = True
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
+    del train, step, mask
+    features = x.shape[-1]
+    scale = self.param("scale", self.scale_init, (features,), jnp.float32)
+    bias = (self.param("bias", self.bias_init, (features,), jnp.float32)
+            if self.use_bias else None)
+    return F.layer_norm(x, scale, bias, axes=-1, eps=self.eps)
+
+
+class StepBatchNorm(nn.Module):
+  """Recurrent BN (Cooijmans et al. 2016) with population statistics per time step.
+
+  ``batch_stats`` holds ``mean`` and ``var`` of shape ``[max_steps, F]`` and
+  ``trained_steps``, the longest training sequence seen. At inference step t uses
+  row ``min(t, trained_steps - 1)``: sequences longer than every training sequence
+  reuse the last trained step's statistics, as Cooijmans et al. do. A training step
+  whose batch is all padding leaves its row unchanged.
+
+  The batch axis is ``-2`` (``x`` is ``[B, F]`` or time-major ``[T, B, F]``).
+  """
+
+  max_steps: int = 256
+  eps: float = 1e-5
+  momentum: float = 0.99
+  unbiased: bool = False
+  scale_init: Initializer = nn.initializers.constant(0.1)
+  bias_init: Initializer = nn.initializers.zeros
+  use_bias: bool = True
+
+  @nn.compact
+  def __call__(self, x, *, train: bool, step, mask=None):
+    features = x.shape[-1]
+    step = jnp.asarray(step, jnp.int32)
+    if x.ndim != step.ndim + 2:
+      raise ValueError(
+          f"StepBatchNorm got x of shape {x.shape} with step of shape {step.shape}: "
+          "pass x [B, F] with a scalar step, or time-major x [T, B, F] with step [T].")
+    if step.ndim == 1 and train and x.shape[0] > self.max_steps:
+      raise ValueError(
+          f"Recurrent BN keeps statistics for max_steps={self.max_steps} time steps "
+          f"but a training sequence has {x.shape[0]}: raise the cell's bn max_steps.")
+    pop_mean = self.variable("batch_stats", "mean", jnp.zeros,
+                             (self.max_steps, features), jnp.float32)
+    pop_var = self.variable("batch_stats", "var", jnp.ones,
+                            (self.max_steps, features), jnp.float32)
+    trained = self.variable("batch_stats", "trained_steps",
+                            lambda: jnp.zeros((), jnp.int32))
+    scale = self.param("scale", self.scale_init, (features,), jnp.float32)
+    bias = (self.param("bias", self.bias_init, (features,), jnp.float32)
+            if self.use_bias else None)
+    # Statistics of shape [..., 1, F]: one per time step, reduced over the batch.
+    stat_mask = None if mask is None else mask[..., None]
+    if train:
+      mean, var = F.batch_moments(x, axes=-2, mask=stat_mask, unbiased=self.unbiased)
+      if not self.is_initializing():
+        n = F.count(x, -2, stat_mask)[..., 0, 0]  # real examples per step
+        self._update(pop_mean, pop_var, trained, mean[..., 0, :], var[..., 0, :], n,
+                     step)
+    else:
+      last = jnp.maximum(trained.value - 1, 0)
+      row = jnp.clip(jnp.minimum(step, last), 0, self.max_steps - 1)
+      mean = pop_mean.value[row][..., None, :]
+      var = pop_var.value[row][..., None, :]
+    return F.batch_norm(x, scale, bias, mean=mean, var=var, eps=self.eps)
+
+  def _update(self, pop_mean, pop_var, trained, mean, var, n, step):
+    # Scatter the batch statistics into their time-step rows; an all-padding step
+    # keeps its row, so an early-ending batch does not drag later statistics to 0.
+    m = self.momentum
+    seen = (n > 0)[..., None]
+    row = jnp.clip(step, 0, self.max_steps - 1)
+    old_mean, old_var = pop_mean.value[row], pop_var.value[row]
+    new_mean = jnp.where(seen, m * old_mean + (1 - m) * mean, old_mean)
+    new_var = jnp.where(seen, m * old_var + (1 - m) * var, old_var)
+    pop_mean.value = pop_mean.value.at[row].set(new_mean)
+    pop_var.value = pop_var.value.at[row].set(new_var)
+    longest = jnp.max(jnp.where(n > 0, step + 1, 0))
+    trained.value = jnp.maximum(trained.value, longest)

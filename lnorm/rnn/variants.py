@@ -1,0 +1,107 @@
+"""The ``norm`` switch of the recurrent cells: variant name -> :class:`CellNorms`.
+
+LSTM: ``none``, ``ln`` (the LN paper's LN-LSTM), ``ln_cell`` (DRAW: LN on c only),
+``bn`` (recurrent BN, Cooijmans et al. 2016), ``wn`` (weight-normalized W_h, W_x).
+GRU: ``none``, ``ln`` (LN-GRU, LN paper eq. 26-28), ``wn``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import flax.linen as nn
+
+from lnorm.normalization import WeightNormDense
+from lnorm.rnn.cells import CellNorms, CellFactory, GRUCell, LSTMCell, bind_norms
+from lnorm.rnn.norms import StepBatchNorm, StepIdentity, StepLayerNorm
+
+
+def _ln(o) -> Callable[..., nn.Module]:
+  return functools.partial(StepLayerNorm, eps=o["ln_eps"],
+                           scale_init=nn.initializers.constant(o["ln_scale_init"]))
+
+
+def _bn(o, use_bias: bool) -> Callable[..., nn.Module]:
+  return functools.partial(
+      StepBatchNorm, max_steps=o["bn_max_steps"], eps=o["bn_eps"],
+      momentum=o["bn_momentum"], use_bias=use_bias,
+      scale_init=nn.initializers.constant(o["bn_scale_init"]))
+
+
+def _wn_dense(o):
+  return functools.partial(WeightNormDense, data_init=False)
+
+
+#: Options shared by every variant (each is a config field of the experiments).
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "ln_scale_init": 1.0,   # the attentive reader compares 1.0 with 0.1
+    "ln_eps": 1e-5,         # the reference code's eps, inside the sqrt
+    "bn_scale_init": 0.1,   # Cooijmans et al.
+    "bn_eps": 1e-5,
+    "bn_momentum": 0.99,
+    "bn_max_steps": 256,    # rows of per-step population statistics
+}
+
+# Recurrent BN: W_h h and W_x x get gains only (the shared gate bias b shifts both,
+# Cooijmans et al. set their betas to 0); c gets a gain and a bias.
+LSTM_VARIANTS: dict[str, Callable[[dict], CellNorms]] = {
+    "none": lambda o: CellNorms("none", nn.Dense, StepIdentity, StepIdentity,
+                                StepIdentity),
+    "ln": lambda o: CellNorms("ln", nn.Dense, _ln(o), _ln(o), _ln(o),
+                              input_norm_has_bias=True),
+    "ln_cell": lambda o: CellNorms("ln_cell", nn.Dense, StepIdentity, StepIdentity,
+                                   _ln(o)),
+    "bn": lambda o: CellNorms("bn", nn.Dense, _bn(o, False), _bn(o, False),
+                              _bn(o, True)),
+    "wn": lambda o: CellNorms("wn", _wn_dense(o), StepIdentity, StepIdentity,
+                              StepIdentity),
+}
+
+GRU_VARIANTS: dict[str, Callable[[dict], CellNorms]] = {
+    "none": LSTM_VARIANTS["none"],
+    "ln": LSTM_VARIANTS["ln"],
+    "wn": LSTM_VARIANTS["wn"],
+}
+
+
+def _norms(kind: str, table, variant: str, options: dict) -> CellNorms:
+  if variant not in table:
+    raise ValueError(
+        f"Unknown {kind} variant {variant!r}. Valid choices: {', '.join(table)}.")
+  return table[variant]({**DEFAULT_OPTIONS, **options})
+
+
+def _split(options: dict) -> tuple[dict, dict]:
+  norm_opts = {k: v for k, v in options.items() if k in DEFAULT_OPTIONS}
+  cell_opts = {k: v for k, v in options.items() if k not in DEFAULT_OPTIONS}
+  return norm_opts, cell_opts
+
+
+def make_lstm_cell(variant: str = "none", **options) -> CellFactory:
+  """``factory(hidden_size, name=...) -> LSTMCell`` for one of LSTM_VARIANTS.
+
+  ``options``: any of DEFAULT_OPTIONS, plus the LSTMCell fields ``forget_bias``,
+  ``kernel_init``, ``recurrent_kernel_init``, ``carry_init``.
+  """
+  norm_opts, cell_opts = _split(options)
+  _check_fields(LSTMCell, cell_opts, "LSTM")
+  return bind_norms(LSTMCell, _norms("LSTM", LSTM_VARIANTS, variant, norm_opts),
+                    **cell_opts)
+
+
+def make_gru_cell(variant: str = "none", **options) -> CellFactory:
+  """``factory(hidden_size, name=...) -> GRUCell`` for one of GRU_VARIANTS."""
+  norm_opts, cell_opts = _split(options)
+  _check_fields(GRUCell, cell_opts, "GRU")
+  return bind_norms(GRUCell, _norms("GRU", GRU_VARIANTS, variant, norm_opts),
+                    **cell_opts)
+
+
+def _check_fields(cls, cell_opts: dict, kind: str) -> None:
+  fields = set(cls.__dataclass_fields__) - {"hidden_size", "norms", "parent", "name"}
+  unknown = set(cell_opts) - fields
+  if unknown:
+    raise ValueError(
+        f"Unknown {kind} cell option(s) {sorted(unknown)}; valid options: "
+        f"{', '.join(sorted(set(DEFAULT_OPTIONS) | fields))}.")
