@@ -158,26 +158,15 @@ def format_table(table: dict[str, dict[str, float]]) -> str:
   return "\n".join(lines)
 
 
-def run(argv: Sequence[str] | argparse.Namespace | None = None) -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument("--seed", type=int, default=0, help="random layer and data")
+  parser.add_argument("--json", action="store_true", help="print the raw table as JSON")
+
+
+def run(args: argparse.Namespace, overrides: dict[str, str] | None = None) -> int:
   """``lnorm invariance``: prints the measured table; exit code 1 if it differs from
-  the paper's. Takes an argv list (without the program/command name) or a parsed
-  namespace with ``seed`` and ``json``."""
-  if isinstance(argv, argparse.Namespace):
-    args = argv
-  else:
-    parser = argparse.ArgumentParser(
-        prog="lnorm invariance",
-        description="Measure LN paper Table 1 (invariance of BN, WN, LN) numerically.")
-    parser.add_argument("--seed", type=int, default=0, help="random layer and data")
-    parser.add_argument("--json", action="store_true", help="print the raw table as JSON")
-    args = parser.parse_args(argv)
-  table = measure_invariance_table(seed=getattr(args, "seed", 0))
-  if getattr(args, "json", False):
-    print(json.dumps(table, indent=2))
-  else:
-    print(format_table(table))
+  the paper's."""
+  del overrides  # No config.
+  table = measure_invariance_table(seed=args.seed)
+  print(json.dumps(table, indent=2) if args.json else format_table(table))
   return 1 if mismatches(table) else 0
-
-
-if __name__ == "__main__":
-  raise SystemExit(run())

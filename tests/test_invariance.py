@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import pytest
 
+from lnorm import cli
 from lnorm import invariance
 
 
@@ -46,7 +47,7 @@ def test_another_seed_also_matches():
 
 
 def test_run_reports_and_fails_on_a_mismatch(table, monkeypatch, capsys):
-  assert invariance.run(["--seed", "0"]) == 0
+  assert cli.main(["invariance", "--seed", "0"]) == 0
   out = capsys.readouterr().out
   assert "Matches LN paper Table 1" in out
   for name in invariance.TRANSFORMATIONS:
@@ -57,4 +58,4 @@ def test_run_reports_and_fails_on_a_mismatch(table, monkeypatch, capsys):
   monkeypatch.setattr(invariance, "PAPER_TABLE", wrong)
   assert invariance.mismatches(table) == [("ln", "dataset re-centering")]
   assert "MISMATCH" in invariance.format_table(table)
-  assert invariance.run([]) == 1
+  assert cli.main(["invariance"]) == 1
