@@ -24,6 +24,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -44,6 +45,14 @@ EPOCH_KEY = "time/epoch_seconds"
 
 
 # --- members and their names -----------------------------------------------------------
+
+
+#: The exit code of an ``lnorm train`` stopped by SIGTERM/SIGINT after saving.
+INTERRUPTED_CODE = 130
+
+
+class Interrupted(UserError):
+  """A member was stopped by a signal; the CLI exits with 130."""
 
 
 @dataclasses.dataclass
@@ -207,9 +216,19 @@ def print_commands(config_spec: str, members: Sequence[Member], extra: Mapping[s
 @dataclasses.dataclass
 class Outcome:
   member: Member
-  status: str  # 'finished', 'skipped' (already finished), 'failed'
+  status: str  # 'finished', 'skipped' (already finished), 'interrupted', 'failed'
   seconds: float = 0.0
   returncode: int = 0
+
+
+#: Members' processes now running, so that a SIGTERM to the sweep reaches them.
+_RUNNING: set[subprocess.Popen] = set()
+
+
+def _forward_sigterm(signum, frame):
+  del frame
+  for proc in list(_RUNNING):
+    proc.send_signal(signum)  # Each saves a checkpoint and exits with 130.
 
 
 def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], sweep_name: str,
@@ -221,16 +240,24 @@ def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], swee
   with open(os.path.join(member.workdir, LOG_FILE), "a") as log:
     log.write(f"\n$ {shlex.join(argv)}\n")
     log.flush()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE if stream else log,
+                            stderr=subprocess.STDOUT, text=True)
+    _RUNNING.add(proc)
     if stream:  # Sequential: the user sees the member's log as it runs.
-      proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-      for line in proc.stdout:
-        log.write(line)
-        sys.stdout.write(f"  {line}")
-      code = proc.wait()
-    else:
-      code = subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT)
+      try:
+        for line in proc.stdout:
+          log.write(line)
+          sys.stdout.write(f"  {line}")
+      except KeyboardInterrupt:
+        # The member got the same Ctrl-C and is saving a checkpoint: keep reading its
+        # output, or it would die of a broken pipe before it finished saving.
+        for line in proc.stdout:
+          log.write(line)
+    code = proc.wait()
+    _RUNNING.discard(proc)
   seconds = time.time() - start
-  return Outcome(member, "finished" if code == 0 else "failed", seconds, code)
+  status = {0: "finished", INTERRUPTED_CODE: "interrupted"}.get(code, "failed")
+  return Outcome(member, status, seconds, code)
 
 
 def run_sweep(config_spec: str, sweep_name: str, workdir: str,
@@ -267,25 +294,51 @@ def run_sweep(config_spec: str, sweep_name: str, workdir: str,
             f" in {m.workdir}", flush=True)
     o = _run_member(config_spec, m, extra, sweep_name, stream=parallel <= 1)
     with lock:
-      msg = "done" if o.status == "finished" else (
-          f"FAILED with exit code {o.returncode}; see {os.path.join(m.workdir, LOG_FILE)}")
+      msg = {"finished": "done", "interrupted": "interrupted, checkpoint saved"}.get(
+          o.status, f"FAILED with exit code {o.returncode}; see "
+          f"{os.path.join(m.workdir, LOG_FILE)}")
       print(f"[sweep {sweep_name}] {m.name}: {msg} ({o.seconds:.0f} s)", flush=True)
     return o
 
+  stop = threading.Event()  # Set when a member was interrupted: start no others.
+  previous = None
+  if threading.current_thread() is threading.main_thread():
+    previous = signal.signal(signal.SIGTERM, _forward_sigterm)
   try:
     if parallel <= 1:
       for i, m in enumerate(todo):
-        o = one((i, m))
-        outcomes[m.name] = o
-        if o.returncode == 130:  # Interrupted: stop here, rerun to resume.
-          raise UserError(f"Sweep {sweep_name} interrupted during {m.name}; rerun the same "
-                          "command to resume.")
+        outcomes[m.name] = one((i, m))
+        if outcomes[m.name].returncode == INTERRUPTED_CODE:
+          stop.set()
+          break
     else:
-      with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
-        for o in pool.map(one, enumerate(todo)):
-          outcomes[o.member.name] = o
+      pool = concurrent.futures.ThreadPoolExecutor(max_workers=parallel)
+
+      def guarded(i_m):
+        return None if stop.is_set() else one(i_m)
+
+      futures = [pool.submit(guarded, i_m) for i_m in enumerate(todo)]
+      try:
+        for future in concurrent.futures.as_completed(futures):
+          o = future.result()
+          if o is not None:
+            outcomes[o.member.name] = o
+            if o.returncode == INTERRUPTED_CODE:
+              stop.set()
+      except KeyboardInterrupt:
+        stop.set()  # The running members got the Ctrl-C too and are saving.
+      pool.shutdown(wait=True, cancel_futures=True)
+      for future in futures:
+        if future.done() and not future.cancelled() and future.result() is not None:
+          outcomes[future.result().member.name] = future.result()
   finally:
-    _append_timing(workdir, time.time() - start, len(todo))
+    if previous is not None:
+      signal.signal(signal.SIGTERM, previous)
+    _append_timing(workdir, time.time() - start,
+                   sum(o.status != "skipped" for o in outcomes.values()))
+  if stop.is_set():
+    raise Interrupted(f"Sweep {sweep_name} was interrupted; the members that were running "
+                      "saved checkpoints. Rerun the same command to resume.")
 
   summary = summarize(members, {n: c.num_epochs for n, c in configs.items()},
                       {n: o.status for n, o in outcomes.items()})
