@@ -21,7 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--parallel", type=int, default=1, metavar="N",
                       help="Run N members at once as separate processes (default 1).")
   parser.add_argument("--print-commands", action="store_true",
-                      help="Print one 'lnorm train' command per member and exit.")
+                      help="Print one 'lnorm train' command per member and exit, to "
+                      "hand the sweep to a scheduler (a SLURM job array runs line "
+                      "$SLURM_ARRAY_TASK_ID). --config.x=y overrides apply to every member.")
   parser.add_argument("--no-figures", action="store_true",
                       help="Do not draw the sweep's figures at the end.")
 
