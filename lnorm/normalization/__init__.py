@@ -42,19 +42,28 @@ class Norm:
   has_bias: bool = False
 
 
+def _axes_option(o: Mapping[str, Any], key: str, default):
+  value = o.get(key, default)
+  return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
 def _none(_: Mapping[str, Any]) -> Norm:
   return Norm("none", nn.Dense, Identity)
 
 
 def _ln(o: Mapping[str, Any]) -> Norm:
-  layer = functools.partial(LayerNorm, eps=o.get("eps", 1e-5),
+  # ``axes``: the normalized axes, the last by default (a conv map may use (1, 2, 3)).
+  layer = functools.partial(LayerNorm, axes=_axes_option(o, "axes", -1),
+                            eps=o.get("eps", 1e-5),
                             scale_init=nn.initializers.constant(o.get("scale_init", 1.0)))
   return Norm("ln", nn.Dense, layer, has_bias=True)
 
 
 def _bn(o: Mapping[str, Any]) -> Norm:
   layer = functools.partial(
-      BatchNorm, eps=o.get("eps", 1e-5), momentum=o.get("momentum", 0.99),
+      # ``axes``: the reduced axes; None = all but the last (per channel for NHWC maps).
+      BatchNorm, axes=_axes_option(o, "axes", None), eps=o.get("eps", 1e-5),
+      momentum=o.get("momentum", 0.99),
       unbiased=o.get("unbiased", False),
       scale_init=nn.initializers.constant(o.get("scale_init", 1.0)))
   return Norm("bn", nn.Dense, layer, normalizes_logits=True, has_bias=True)
