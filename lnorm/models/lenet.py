@@ -1,0 +1,45 @@
+"""The BLN paper's modified LeNet-5 for CIFAR-10 (REFERENCE.md sec. 8, [code]).
+
+  conv 6@5x5 'same' tanh -> avg-pool 2 -> norm -> conv 16@5x5 'valid' tanh ->
+  avg-pool 2 -> norm -> dense 120 tanh -> norm -> dense 84 tanh -> norm -> dense 10
+
+Every norm sits after the activation (and the pooling), as in the BLN paper's eq. 27,
+whichever norm it is: the comparison keeps the network fixed and swaps the norm.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from lnorm.normalization import Norm
+
+
+class LeNet(nn.Module):
+  """Modified LeNet-5 on NHWC images.
+
+  ``conv_norm`` normalizes the two [B, H, W, C] feature maps and ``dense_norm`` the
+  two [B, F] hidden layers: they are the same normalizer, built with the axes that
+  suit each shape (see experiments/bln_cifar for the axis conventions).
+  """
+
+  num_classes: int
+  conv_norm: Norm
+  dense_norm: Norm
+  conv_features: tuple[int, int] = (6, 16)
+  hidden_sizes: tuple[int, int] = (120, 84)
+  activation: Callable = jnp.tanh
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False):
+    for i, (features, padding) in enumerate(zip(self.conv_features, ("SAME", "VALID"))):
+      x = nn.Conv(features, (5, 5), padding=padding, name=f"conv_{i}")(x)
+      x = nn.avg_pool(self.activation(x), (2, 2), strides=(2, 2))
+      x = self.conv_norm.layer(name=f"conv_norm_{i}")(x, train=train)
+    x = x.reshape(x.shape[0], -1)
+    for i, size in enumerate(self.hidden_sizes):
+      x = self.dense_norm.dense(size, name=f"dense_{i}")(x)
+      x = self.dense_norm.layer(name=f"dense_norm_{i}")(self.activation(x), train=train)
+    return nn.Dense(self.num_classes, name="logits")(x)
