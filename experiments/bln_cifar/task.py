@@ -1,0 +1,79 @@
+"""CIFAR-10 with the BLN paper's modified LeNet-5 (BLN paper sec. 4.1, REFERENCE.md
+sec. 8): BLN, BN, LN or no norm after each activation-and-pooling.
+
+Inputs are standardised per pixel and channel with the statistics of the training
+split actually used (the 20% subset or the whole set), as in the authors' code.
+
+Axis conventions for the two conv feature maps ([B, H, W, C]), chosen by the config
+field ``norm_axes`` (the dense layers' norms work on [B, F], where every convention
+agrees: batch statistics over axis 0, feature statistics over axis -1):
+
+  conventional  BN per channel over (N, H, W); LN per example over (H, W, C);
+                BLN batch statistics per channel over (N, H, W) and feature
+                statistics per example over (H, W, C), i.e. BN's and LN's axes.
+  authors       BLN as in the authors' Keras layer: batch statistics per position
+                and channel over N only, feature statistics per example and position
+                over C only. BN and LN keep the conventional axes.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from lnorm.errors import ConfigError
+from lnorm.models import LeNet
+from lnorm.normalization import make_norm
+from lnorm.training.task import Task as BaseTask
+from lnorm.training.task import classification_metrics
+
+#: norm_axes -> norm -> options for the norms of the conv feature maps (NHWC).
+CONV_AXES = {
+    "conventional": {
+        "bn": {"axes": (0, 1, 2)},
+        "ln": {"axes": (1, 2, 3)},
+        "bln": {"batch_axes": (0, 1, 2), "feature_axes": (1, 2, 3)},
+        "none": {},
+    },
+    "authors": {
+        "bn": {"axes": (0, 1, 2)},
+        "ln": {"axes": (1, 2, 3)},
+        "bln": {"batch_axes": (0,), "feature_axes": (3,)},
+        "none": {},
+    },
+}
+
+
+def conv_axes(norm_axes: str, norm: str) -> dict:
+  if norm_axes not in CONV_AXES:
+    raise ConfigError(f"norm_axes={norm_axes!r}: use one of {', '.join(CONV_AXES)}.")
+  return CONV_AXES[norm_axes][norm]
+
+
+class Task(BaseTask):
+
+  norms = ("bln", "bn", "ln", "none")
+
+  def load_data(self):
+    dataset = super().load_data()
+    images = dataset.splits[self.train_split()]["image"].astype(np.float64)
+    # Per pixel and channel, from the training images only.
+    self.pixel_mean = images.mean(axis=0).astype(np.float32)
+    self.pixel_std = np.maximum(images.std(axis=0), 1e-3).astype(np.float32)
+    return dataset
+
+  def build_model(self, dataset):
+    c = self.config
+    options = dict(c.norm_options.get(c.norm) or {})
+    conv_norm = make_norm(c.norm, {**options, **conv_axes(c.norm_axes, c.norm)})
+    return LeNet(num_classes=dataset.info["num_classes"], conv_norm=conv_norm,
+                 dense_norm=make_norm(c.norm, options))
+
+  def model_inputs(self, batch):
+    image = batch["image"].astype(jnp.float32)
+    # [None]: explicit broadcast over the batch (tests raise on rank promotion).
+    return ((image - self.pixel_mean[None]) / self.pixel_std[None],)
+
+  def loss_and_metrics(self, logits, batch):
+    metrics = classification_metrics(logits, batch["label"])
+    return jnp.mean(metrics["nll"]), metrics
