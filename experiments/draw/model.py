@@ -197,6 +197,7 @@ class Draw(nn.Module):
   write_n: int = 5
   image_shape: tuple[int, int] = (28, 28)
   trace: bool = False
+  unroll: int = 1  # glimpses per scan iteration (num_glimpses: a fully unrolled loop)
 
   @nn.compact
   def __call__(self, images, *, train: bool = False, generate: bool = False):
@@ -207,7 +208,8 @@ class Draw(nn.Module):
            else jax.random.key(EVAL_NOISE_SEED))
     eps = jax.random.normal(key, (self.num_glimpses, batch, self.latent_size))
     glimpses = nn.scan(Glimpse, variable_broadcast="params", split_rngs={"params": False},
-                       in_axes=(0, nn.broadcast), length=self.num_glimpses)(
+                       in_axes=(0, nn.broadcast), length=self.num_glimpses,
+                       unroll=self.unroll)(
         cell=self.cell, hidden_size=self.hidden_size, latent_size=self.latent_size,
         image_shape=tuple(self.image_shape), read_n=self.read_n, write_n=self.write_n,
         train=train, generate=generate, trace=self.trace, name="glimpses")

@@ -9,7 +9,6 @@ reported bound is the DRAW paper's one-sample estimate, the same noise every epo
 
 from __future__ import annotations
 
-import functools
 import os
 
 import jax
@@ -45,7 +44,8 @@ class Task(BaseTask):
     self._model = Draw(cell=cell, hidden_size=c.hidden_size, latent_size=c.latent_size,
                        num_glimpses=c.num_glimpses,
                        read_n=c.read_n if attention else 0,
-                       write_n=c.write_n if attention else 0, image_shape=image_shape)
+                       write_n=c.write_n if attention else 0, image_shape=image_shape,
+                       unroll=c.get("scan_unroll", 1))
     return self._model
 
   def model_inputs(self, batch):
@@ -98,7 +98,7 @@ def _picture_fns(model):
     return model.apply({"params": params}, shape_like, train=False, generate=True,
                        rngs={"sample": key})
 
-  @functools.partial(jax.jit)
+  @jax.jit
   def reconstruct(params, images, key):
     return model.apply({"params": params}, images, train=False, rngs={"sample": key})
 
