@@ -1,5 +1,6 @@
-"""Data parallelism: 4 emulated CPU devices train exactly like 1, and a run killed on
-4 devices resumes from its (sharded) checkpoint as if it had never stopped.
+"""Data parallelism: 4 emulated CPU devices, and two processes joined by
+jax.distributed, train exactly like 1 device; a run killed on 4 devices resumes from
+its (sharded) checkpoint as if it had never stopped.
 
 Each run is a subprocess because XLA_FLAGS must be set before JAX starts.
 """
@@ -99,21 +100,23 @@ def test_batch_size_must_divide_over_devices(tmp_path):
   assert "does not divide over 4 devices" in stderr and "Traceback" not in stderr
 
 
-def test_joins_a_distributed_job_from_environment_variables():
-  """JAX_COORDINATOR_ADDRESS & co. start jax.distributed (a one-process job here)."""
+def test_two_process_job_matches_one_device(runs, tmp_path):
+  """Two processes joined through JAX_COORDINATOR_ADDRESS & co. (jax.distributed),
+  one CPU device each, sharing one workdir, train exactly like one device."""
   import socket  # pylint: disable=g-import-not-at-top
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
   with socket.socket() as s:  # A free port for the coordinator.
     s.bind(("localhost", 0))
     port = s.getsockname()[1]
-  code = ("from lnorm.training import parallel\n"
-          "parallel.maybe_initialize_distributed()\n"
-          "import jax\n"
-          "print(jax.distributed.is_initialized(), jax.process_count())\n")
-  env = dict(os.environ, JAX_COORDINATOR_ADDRESS=f"localhost:{port}", JAX_NUM_PROCESSES="1",
-             JAX_PROCESS_ID="0")
-  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=300)
-  assert out.returncode == 0, out.stderr
-  assert out.stdout.split() == ["True", "1"]
+  workdir = str(tmp_path / "two_processes")
+  procs = [lnorm_subprocess(
+      "train", "--config", SMOKE, *ARGS, "--workdir", workdir,
+      env={"XLA_FLAGS": "--xla_force_host_platform_device_count=1",
+           "JAX_COORDINATOR_ADDRESS": f"localhost:{port}", "JAX_NUM_PROCESSES": "2",
+           "JAX_PROCESS_ID": str(i)}) for i in range(2)]
+  for i, p in enumerate(procs):
+    _, stderr = p.communicate(timeout=600)
+    assert p.returncode == 0, stderr
+    assert f"Joined a 2-process job as process {i}" in stderr
+  with open(os.path.join(workdir, "config.json")) as f:
+    assert json.load(f)["devices"] == {"count": 2, "platform": "cpu", "processes": 2}
+  assert max_difference(_points(runs[1]), _points(workdir)) < TOLERANCE
