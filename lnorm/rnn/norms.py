@@ -104,8 +104,9 @@ class StepBatchNorm(nn.Module):
     else:
       last = jnp.maximum(trained.value - 1, 0)
       row = jnp.clip(jnp.minimum(step, last), 0, self.max_steps - 1)
-      mean = pop_mean.value[row][..., None, :]
-      var = pop_var.value[row][..., None, :]
+      # jnp.asarray: statistics restored as NumPy arrays cannot take a traced index.
+      mean = jnp.asarray(pop_mean.value)[row][..., None, :]
+      var = jnp.asarray(pop_var.value)[row][..., None, :]
     return F.batch_norm(x, scale, bias, mean=mean, var=var, eps=self.eps)
 
   def _update(self, pop_mean, pop_var, trained, mean, var, n, step):

@@ -1,0 +1,210 @@
+"""Forward+backward time of one recurrent layer: ours vs flax vs PyTorch.
+
+    python scripts/bench_rnn.py                 # batch 32, 100 steps, input 57, hidden 400
+    python scripts/bench_rnn.py --repeats 20 --hidden 256
+
+The default size is the handwriting model's first layer (REFERENCE.md sec. 3). Each
+row times a jitted (or eager, for PyTorch) forward+backward of ``sum(h^2)/B`` with
+respect to the parameters and the input, warm-up excluded, median of ``--repeats``.
+All rows are measured in the same run, their repeats interleaved, so that the ratios
+share the machine's load.
+The PyTorch rows are skipped with a message when torch is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lnorm.rnn import RecurrentLayer, make_lstm_cell
+
+
+def _measure(runners: dict, repeats: int, warmup: int = 2) -> dict:
+  """Median and minimum ms per runner. The repeats are interleaved (every runner once
+  per round), so that a change in the load of a shared machine hits all rows alike."""
+  for fn in runners.values():
+    for _ in range(warmup):
+      fn()
+  times = {name: [] for name in runners}
+  for _ in range(repeats):
+    for name, fn in runners.items():
+      start = time.perf_counter()
+      fn()
+      times[name].append((time.perf_counter() - start) * 1e3)
+  return {name: (statistics.median(t), min(t)) for name, t in times.items()}
+
+
+class NaiveLNLSTMCell(nn.RNNCellBase):
+  """The usual first attempt: both projections and every LN inside the scanned cell."""
+
+  features: int
+
+  @nn.compact
+  def __call__(self, carry, x):
+    c, h = carry
+    ln = lambda name: nn.LayerNorm(epsilon=1e-5, use_fast_variance=False, name=name)
+    gates = (ln("ln_h")(nn.Dense(4 * self.features, use_bias=False)(h))
+             + ln("ln_x")(nn.Dense(4 * self.features)(x)))
+    f, i, o, g = jnp.split(gates, 4, axis=-1)
+    c = nn.sigmoid(f) * c + nn.sigmoid(i) * jnp.tanh(g)
+    h = nn.sigmoid(o) * jnp.tanh(ln("ln_c")(c))
+    return (c, h), h
+
+  @nn.nowrap
+  def initialize_carry(self, rng, input_shape):
+    shape = tuple(input_shape[:-1]) + (self.features,)
+    return jnp.zeros(shape), jnp.zeros(shape)
+
+  @property
+  def num_feature_axes(self):
+    return 1
+
+
+def _jax_runner(model, x, apply=None):
+  """(runner, compile seconds) of a jitted value_and_grad of sum(h^2)/B."""
+  variables = model.init(jax.random.key(0), x)
+  apply = apply or (lambda v, x: model.apply(v, x))
+
+  def loss(params, x):
+    h = apply({"params": params}, x)
+    return jnp.sum(jnp.square(h)) / x.shape[0]
+
+  step = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+  start = time.perf_counter()
+  compiled = step.lower(variables["params"], x).compile()
+  compile_s = time.perf_counter() - start
+  run = lambda: jax.block_until_ready(compiled(variables["params"], x))
+  return run, compile_s
+
+
+def _torch_runners(args, x_np):
+  try:
+    import torch
+  except ImportError:
+    print("torch is not installed: skipping the PyTorch rows "
+          "(pip install 'torch>=2.3', see pyproject's [bench] extra).")
+    return {}
+  torch.manual_seed(0)
+  x = torch.tensor(x_np, requires_grad=True)
+
+  lstm = torch.nn.LSTM(args.input, args.hidden, batch_first=True)
+
+  def fused():
+    lstm.zero_grad(set_to_none=True)
+    h, _ = lstm(x)
+    (h.square().sum() / x.shape[0]).backward()
+
+
+  class EagerLNLSTM(torch.nn.Module):
+    """The usual PyTorch LN-LSTM: a Python loop over time around an LSTM cell."""
+
+    def __init__(self, n_in, n_hidden):
+      super().__init__()
+      self.hidden = n_hidden
+      self.w_x = torch.nn.Linear(n_in, 4 * n_hidden)
+      self.w_h = torch.nn.Linear(n_hidden, 4 * n_hidden, bias=False)
+      self.ln_x = torch.nn.LayerNorm(4 * n_hidden)
+      self.ln_h = torch.nn.LayerNorm(4 * n_hidden)
+      self.ln_c = torch.nn.LayerNorm(n_hidden)
+
+    def forward(self, x):
+      b = x.shape[0]
+      h = x.new_zeros(b, self.hidden)
+      c = x.new_zeros(b, self.hidden)
+      outs = []
+      for t in range(x.shape[1]):
+        gates = self.ln_x(self.w_x(x[:, t])) + self.ln_h(self.w_h(h))
+        f, i, o, g = gates.chunk(4, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(self.ln_c(c))
+        outs.append(h)
+      return torch.stack(outs, dim=1)
+
+  ln_lstm = EagerLNLSTM(args.input, args.hidden)
+
+  def eager():
+    ln_lstm.zero_grad(set_to_none=True)
+    h = ln_lstm(x)
+    (h.square().sum() / x.shape[0]).backward()
+
+  def with_threads(fn, n):
+    def run():
+      torch.set_num_threads(n)
+      fn()
+    return run
+
+  # On a loaded machine PyTorch's OpenMP pool can be many times slower with 2
+  # threads than with 1 (its barriers wait for descheduled threads): every thread
+  # count in --torch-threads is timed and the fastest is taken as the PyTorch row.
+  runners = {}
+  for n in args.torch_threads:
+    runners[f"torch_lstm@{n}"] = with_threads(fused, n)
+    runners[f"torch_eager_ln_lstm@{n}"] = with_threads(eager, n)
+  return runners
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--batch", type=int, default=32)
+  parser.add_argument("--steps", type=int, default=100)
+  parser.add_argument("--input", type=int, default=57)
+  parser.add_argument("--hidden", type=int, default=400)
+  parser.add_argument("--repeats", type=int, default=10)
+  parser.add_argument("--torch-threads", type=lambda s: [int(n) for n in s.split(",")],
+                      default=[1], help="PyTorch intra-op thread counts to try, e.g. 1,2")
+  parser.add_argument("--unroll", type=int, default=1, help="our layer's scan unroll")
+  parser.add_argument("--no-naive", action="store_true",
+                      help="skip the naive flax LN-LSTM row")
+  args = parser.parse_args(argv)
+
+  x_np = np.random.default_rng(0).standard_normal(
+      (args.batch, args.steps, args.input)).astype(np.float32)
+  x = jnp.asarray(x_np)
+  print(f"batch {args.batch}, steps {args.steps}, input {args.input}, hidden "
+        f"{args.hidden}; forward+backward, median of {args.repeats}; jax "
+        f"{jax.__version__} on {jax.devices()[0].platform}")
+
+  runners, compile_s = {}, {}
+  for name, variant in (("lstm", "none"), ("ln_lstm", "ln")):
+    layer = RecurrentLayer(make_lstm_cell(variant), args.hidden, unroll=args.unroll)
+    runners[name], compile_s[name] = _jax_runner(
+        layer, x, lambda v, x, layer=layer: layer.apply(v, x).outputs)
+  runners["flax_optimized_lstm"], compile_s["flax_optimized_lstm"] = _jax_runner(
+      nn.RNN(nn.OptimizedLSTMCell(args.hidden)), x)
+  if not args.no_naive:
+    runners["naive_flax_ln_lstm"], compile_s["naive_flax_ln_lstm"] = _jax_runner(
+        nn.RNN(NaiveLNLSTMCell(args.hidden)), x)
+  runners.update(_torch_runners(args, x_np))
+  measured = _measure(runners, args.repeats)
+  rows = {}
+  for name, (median, best) in measured.items():
+    base = name.split("@")[0]
+    if base not in rows or median < rows[base][0]:
+      rows[base] = (median, best, name)
+
+  width = max(map(len, measured))
+  print(f"{'row':<{width}}  {'median':>9}     {'min':>9}")
+  for name, (median, best) in measured.items():
+    extra = f"   (compile {compile_s[name]:.2f} s)" if name in compile_s else ""
+    print(f"{name:<{width}}  {median:9.2f} ms  {best:9.2f} ms{extra}")
+  print(f"compile time of the LN-LSTM train step (value_and_grad, jit): "
+        f"{compile_s['ln_lstm']:.2f} s")
+
+  print("ratios of medians (PyTorch rows: the faster thread count, " + ", ".join(
+      f"{k}: {v[2]}" for k, v in rows.items() if k.startswith("torch")) + ")")
+  ratios = [("ln_lstm", "torch_eager_ln_lstm"), ("lstm", "flax_optimized_lstm"),
+            ("ln_lstm", "lstm"), ("flax_optimized_lstm", "torch_lstm"),
+            ("lstm", "torch_lstm"), ("naive_flax_ln_lstm", "torch_eager_ln_lstm")]
+  for a, b in ratios:
+    if a in rows and b in rows:
+      print(f"{a} / {b}: {rows[a][0] / rows[b][0]:.2f}x")
+
+
+if __name__ == "__main__":
+  main()
