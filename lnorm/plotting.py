@@ -33,6 +33,7 @@ class Run:
   epochs: list[dict[str, Any]]
   points: list[dict[str, Any]]
   label: str = ""
+  key_order: tuple[str, ...] = ()  # A sweep's override keys, to order labels by.
 
   def series(self, metric: str, x: str = "epoch") -> tuple[list[float], list[float]]:
     """(x, y) of ``metric``; against 'epoch' uses the epoch records, 'step' every point."""
@@ -72,11 +73,23 @@ def _sweep_order(path: str) -> list[str] | None:
     return None
 
 
+def _sweep_keys(path: str) -> list[str]:
+  try:
+    members = sweep_lib.load_members(path)
+  except (UserError, OSError, KeyError, json.JSONDecodeError):
+    return []
+  keys: list[str] = []
+  for m in members:
+    keys += [k for k in m.overrides if k not in keys]
+  return keys
+
+
 def load_runs(paths: Sequence[str]) -> list[Run]:
   dirs = find_run_dirs(paths)
-  order = []
+  order, key_order = [], []
   for p in paths:
     order += _sweep_order(p) or []
+    key_order += [k for k in _sweep_keys(p) if k not in key_order]
   rank = {os.path.abspath(d): i for i, d in enumerate(order)}
   dirs.sort(key=lambda d: (rank.get(os.path.abspath(d), len(rank)), d))
   common = os.path.commonpath([os.path.abspath(d) for d in dirs])
@@ -91,7 +104,7 @@ def load_runs(paths: Sequence[str]) -> list[Run]:
     name = os.path.relpath(os.path.abspath(d), common) if len(dirs) > 1 else os.path.basename(
         os.path.abspath(d))
     runs.append(Run(d, name, record.get("config", {}), record.get("data", {}),
-                    sweep_lib.epoch_records(d), points))
+                    sweep_lib.epoch_records(d), points, key_order=tuple(key_order)))
   label_runs(runs)
   return runs
 
@@ -99,6 +112,8 @@ def load_runs(paths: Sequence[str]) -> list[Run]:
 def label_runs(runs: Sequence[Run]) -> None:
   """Labels each run by the config fields that differ between ``runs``."""
   keys = sweep_lib.distinguishing_keys([r.config for r in runs], ignore=_LABEL_IGNORE)
+  rank = {k: i for i, k in enumerate(runs[0].key_order)} if runs else {}
+  keys.sort(key=lambda k: rank.get(k, len(rank)))  # A sweep's order, then the config's.
   labels = [sweep_lib.setting_name(r.config, keys) for r in runs] if keys else []
   if not labels or len(set(labels)) < len(runs) or not all(labels):
     labels = [r.name for r in runs]
