@@ -84,10 +84,10 @@ def _bln() -> list[Published]:
   for (experiment, b), rows in table.items():
     for norm, (loss, acc) in rows.items():
       setting = {"norm": norm, "batch_size": b}
-      out.append(Published(experiment, setting, "test/nll", loss, BLN_REPO, "test loss",
-                           epochs[experiment]))
+      out.append(Published(experiment, setting, "test/nll", loss, BLN_REPO,
+                           "test loss, 20% training subset", epochs[experiment]))
       out.append(Published(experiment, setting, "test/accuracy", acc, BLN_REPO,
-                           "test accuracy", epochs[experiment]))
+                           "test accuracy, 20% training subset", epochs[experiment]))
   return out
 
 
