@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,9 +31,13 @@ def inputs(seed=0, t=T):
   return np.random.default_rng(seed).standard_normal((B, t, I)).astype(np.float32)
 
 
+@functools.lru_cache(maxsize=None)
 def build(kind, variant, seed=0, **options):
   """A one-layer RecurrentLayer and its variables with every parameter perturbed, so
-  that gains, biases and scales are not at their (symmetric) initial values."""
+  that gains, biases and scales are not at their (symmetric) initial values.
+
+  Cached (init is a large share of the suite's time): callers must not mutate the
+  returned variables in place."""
   make = make_lstm_cell if kind == "lstm" else make_gru_cell
   layer = RecurrentLayer(make(variant, **options), H)
   variables = layer.init(jax.random.key(seed), jnp.asarray(inputs()), LENGTHS, train=True)
