@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 import flax.linen as nn
 
+from lnorm.errors import ConfigError
 from lnorm.normalization import functional
 from lnorm.normalization.functional import (
     BLN_STATISTICS, bln_inference_configurations, parse_bln_inference)
@@ -89,8 +90,8 @@ NORMS: dict[str, Callable[[Mapping[str, Any]], Norm]] = {
 }
 
 
-class UnknownNormError(ValueError):
-  pass
+class UnknownNormError(ConfigError, ValueError):
+  """A normalizer name that is not registered; the CLI prints it without a trace."""
 
 
 def make_norm(name: str, options: Mapping[str, Any] | None = None) -> Norm:
