@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any
 
@@ -26,8 +27,11 @@ class Checkpointer:
     return self._manager.latest_step()
 
   def save(self, step: int, state: Any, host: dict[str, Any]) -> None:
+    # The save finishes in the background while the loop keeps updating ``host``:
+    # hand orbax a snapshot, or a resumed run's epoch averages would drift.
+    snapshot = copy.deepcopy(host)
     self._manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state), host=ocp.args.JsonSave(host)), force=True)
+        state=ocp.args.StandardSave(state), host=ocp.args.JsonSave(snapshot)), force=True)
 
   def restore(self, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
     """Restores the latest checkpoint into the shapes and shardings of

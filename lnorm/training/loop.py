@@ -245,7 +245,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   host = _host_init()
   start_step = 0
   if checkpointer.latest_step() is not None:
-    state, host = checkpointer.restore(abstract_like(state))
+    state, saved_host = checkpointer.restore(abstract_like(state))
+    # Bookkeeping added in later versions starts from its initial value.
+    host = {**_host_init(), **saved_host}
     start_step = int(state.step)
     logging.info("Resuming from the checkpoint at step %d.", start_step)
 
