@@ -518,3 +518,19 @@ def test_fused_layer_norm_matches_autodiff(monkeypatch, shape, dtype, blocked):
       x, None, None, axes=(x.ndim - 1,), eps=1e-5, mask=None), x, None, None))(x)
   np.testing.assert_allclose(np.asarray(gx, np.float32), np.asarray(gx_plain, np.float32),
                              atol=tol * float(jnp.max(jnp.abs(gx_plain.astype(jnp.float32)))))
+
+
+def test_bln_fully_masked_position_stays_finite():
+  # Batch size 1 with a padded time step: that step has no real example (m = 0).
+  x = jnp.asarray(np.random.default_rng(0).normal(size=(1, 3, 4)), jnp.float32)
+  mask = jnp.asarray([[[1.0], [1.0], [0.0]]])
+  layer = BatchLayerNorm()
+  variables = layer.init(jax.random.key(0), x, train=True, mask=mask)
+
+  def loss(v):
+    y, _ = layer.apply(v, x, train=True, mask=mask, mutable=["batch_stats"])
+    return jnp.sum(y * mask)
+
+  value, grads = jax.value_and_grad(loss)(variables)
+  assert np.isfinite(float(value))
+  assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))

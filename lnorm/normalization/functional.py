@@ -277,9 +277,10 @@ def bln_mixing_weights(m: jax.Array | float, eps: float) -> tuple[jax.Array, jax
   """BLN eq. 16 numerator weights of x_B and x_F for batch size m.
 
   They sum to 1 - 2 eps. At m = 1 the batch weight is -eps, harmless in training
-  because x_B is then exactly 0.
+  because x_B is then exactly 0. A position where every example is masked has
+  m = 0; it is treated as m = 1 so that padding cannot put NaN into the gradients.
   """
-  inv_m = 1.0 / jnp.asarray(m, jnp.float32)
+  inv_m = 1.0 / jnp.maximum(jnp.asarray(m, jnp.float32), 1.0)
   return 1.0 - (inv_m + eps), inv_m - eps
 
 
