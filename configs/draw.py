@@ -76,5 +76,6 @@ def get_sweep(name=None):
   sweeps = {
       # Figure 4: baseline, WN and LN (on the cell), same seed.
       "figure4": [{"norm": n} for n in ("none", "wn", "ln_cell")],
+      "draw": [{"norm": n} for n in ("none", "wn", "ln_cell")],  # The name.
   }
   return sweeps if name is None else sweeps[name]

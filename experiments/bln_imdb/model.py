@@ -40,12 +40,8 @@ class SentimentRNN(nn.Module):
                  embedding_init=nn.initializers.glorot_uniform(), name="embed")(tokens)
     first = RecurrentLayer(cell, self.lstm_sizes[0], name="lstm_0")(
         drop(x), lengths, train=train)
-    # All states are normalized; padded steps are kept out of every statistic. A
-    # step where *every* sequence is padding (common at batch size 1) counts as real:
-    # otherwise BLN's mixing weight 1/m is 1/0 there and its NaN reaches the
-    # gradients through the masking. Those steps' outputs are zeros and never used.
+    # All states are normalized; padded steps are kept out of every statistic.
     mask = first.mask[..., None]
-    mask = mask | ~jnp.any(mask, axis=0, keepdims=True)
     x = self.norm.layer(name="norm_0")(first.outputs, train=train, mask=mask)
     second = RecurrentLayer(cell, self.lstm_sizes[1], name="lstm_1")(
         drop(x), lengths, train=train)
