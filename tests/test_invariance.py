@@ -9,14 +9,8 @@ from lnorm import cli
 from lnorm import invariance
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _precise_jax():
-  saved = (jax.config.jax_default_matmul_precision, jax.config.jax_numpy_rank_promotion)
-  jax.config.update("jax_default_matmul_precision", "highest")
-  jax.config.update("jax_numpy_rank_promotion", "raise")
-  yield
-  jax.config.update("jax_default_matmul_precision", saved[0])
-  jax.config.update("jax_numpy_rank_promotion", saved[1])
+# Full-precision matmuls and no silent rank promotion (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("precise_jax")
 
 
 @pytest.fixture(scope="module")

@@ -17,15 +17,8 @@ from lnorm.normalization import (
 from lnorm.normalization import functional as F
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _precise_jax():
-  # NumPy comparisons need full-precision matmuls and no silent rank promotion.
-  saved = (jax.config.jax_default_matmul_precision, jax.config.jax_numpy_rank_promotion)
-  jax.config.update("jax_default_matmul_precision", "highest")
-  jax.config.update("jax_numpy_rank_promotion", "raise")
-  yield
-  jax.config.update("jax_default_matmul_precision", saved[0])
-  jax.config.update("jax_numpy_rank_promotion", saved[1])
+# Full-precision matmuls and no silent rank promotion (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("precise_jax")
 
 
 def _rng(seed=0):

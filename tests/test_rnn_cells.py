@@ -17,14 +17,8 @@ B, T, I, H = 3, 5, 4, 6
 LENGTHS = np.array([5, 3, 1])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def exact_matmuls():
-  old = (jax.config.jax_default_matmul_precision, jax.config.jax_numpy_rank_promotion)
-  jax.config.update("jax_default_matmul_precision", "highest")
-  jax.config.update("jax_numpy_rank_promotion", "raise")
-  yield
-  jax.config.update("jax_default_matmul_precision", old[0])
-  jax.config.update("jax_numpy_rank_promotion", old[1])
+# Full-precision matmuls and no silent rank promotion (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("precise_jax")
 
 
 def inputs(seed=0, t=T):

@@ -13,14 +13,8 @@ from tests import test_rnn_reference as ref
 from tests.test_rnn_cells import B, H, I, LENGTHS, T, build, f64, inputs
 
 
-@pytest.fixture(autouse=True, scope="module")
-def exact_matmuls():
-  old = (jax.config.jax_default_matmul_precision, jax.config.jax_numpy_rank_promotion)
-  jax.config.update("jax_default_matmul_precision", "highest")
-  jax.config.update("jax_numpy_rank_promotion", "raise")
-  yield
-  jax.config.update("jax_default_matmul_precision", old[0])
-  jax.config.update("jax_numpy_rank_promotion", old[1])
+# Full-precision matmuls and no silent rank promotion (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("precise_jax")
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 
