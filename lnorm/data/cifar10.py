@@ -85,10 +85,7 @@ def find_files(data_dir: str | None) -> tuple[tuple[str, str] | None, list[str]]
 
 def load_files(config: Any, auto: bool) -> core.Dataset:
   del auto
-  data_dir = core.data_dir(core.option(config, "data_dir"))
-  found, looked = find_files(data_dir)
-  if found is None:
-    raise locate.not_found(NAME, looked, FILES_HELP, TFDS_NAME, data_dir)
+  found, data_dir = locate.find_or_raise(config, find_files, NAME, FILES_HELP, TFDS_NAME)
   kind, path = found
   notes = ""
   if kind == "pickle_dir":

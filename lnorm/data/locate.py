@@ -40,3 +40,14 @@ def not_found(dataset: str, looked: list[str], files: str,
   if data_dir is None:
     looked.append(unset_note())
   return core.DatasetNotFoundError(dataset, looked, how_to_fix(dataset, files, tfds_name))
+
+
+def find_or_raise(config, find_files, dataset: str, files: str,
+                  tfds_name: str | None = None):
+  """``(found, data_dir)``: the first local copy that ``find_files(data_dir)`` reports,
+  or a DatasetNotFoundError listing every place it looked."""
+  data_dir = core.data_dir(core.option(config, "data_dir"))
+  found, looked = find_files(data_dir)
+  if found is None:
+    raise not_found(dataset, looked, files, tfds_name, data_dir)
+  return found, data_dir

@@ -87,10 +87,7 @@ def _find_one(directory: str, name: str) -> str | None:
 
 def load_files(config: Any, auto: bool) -> core.Dataset:
   del auto  # Reading local files never downloads.
-  data_dir = core.data_dir(core.option(config, "data_dir"))
-  found, looked = find_files(data_dir)
-  if found is None:
-    raise locate.not_found(NAME, looked, FILES_HELP, TFDS_NAME, data_dir)
+  found, _ = locate.find_or_raise(config, find_files, NAME, FILES_HELP, TFDS_NAME)
   official = {split: read_idx_pair(*paths) for split, paths in found.items()}
   location = os.path.dirname(found["train"][0])
   return _finish(official, config, "files", location, "")
