@@ -43,6 +43,25 @@ def test_one_epoch_smoke_run(tmp_path, capsys):
   assert epoch_records(workdir) == [record]
 
 
+def test_mid_epoch_evaluation_leaves_training_unchanged(tmp_path):
+  # BN: the mid-epoch evaluation must use population statistics without finalizing
+  # the live state's, so the epoch's results equal those of a run without it.
+  plain, probed = str(tmp_path / "plain"), str(tmp_path / "probed")
+  args = ["train", "--config", SMOKE, *FAST, "--config.steps_per_call=8"]
+  assert run_cli(*args, "--workdir", plain) == 0
+  assert run_cli(*args, "--workdir", probed, "--config.eval_every_steps=200") == 0
+  with open(os.path.join(probed, "metrics.jsonl")) as f:
+    records = [json.loads(line) for line in f if line.strip()]
+  mid = [r for r in records if "time/epoch_seconds" not in r]
+  assert [r["step"] for r in mid] == [200, 400]
+  assert [r["epoch"] for r in mid] == [0.4, 0.8]
+  for r in mid:
+    assert 0.0 < r["test/error"] < 0.9 and "validation/error" not in r
+  (a,), (b,) = epoch_records(plain), epoch_records(probed)
+  for key in ("train/nll", "test/nll", "validation/error"):
+    assert a[key] == b[key], key
+
+
 def _wait_for(predicate, timeout=120.0):
   deadline = time.time() + timeout
   while time.time() < deadline:

@@ -9,7 +9,8 @@ from ml_collections import config_dict
 #: Fields that may change when a run resumes: they do not change the results.
 RESUMABLE_FIELDS = (
     "num_epochs", "wandb.", "checkpoint_every_secs", "log_every_steps", "progress_bar",
-    "steps_per_call", "eval_batch_size", "data.data_dir",
+    "steps_per_call", "eval_batch_size", "eval_every_steps", "eval_every_splits",
+    "data.data_dir",
 )
 
 
@@ -21,6 +22,11 @@ def base_config() -> ml_collections.ConfigDict:
   c.batch_size = 128  # The global batch size, split over all devices.
   c.eval_batch_size = 1000  # Batch size for evaluation (does not change results).
   c.eval_splits = ("validation", "test")  # Splits evaluated after every epoch.
+  # Also evaluate every N steps inside an epoch (0: at epoch ends only), for curves of
+  # runs whose epochs are long; only these splits, to keep the cost down. With
+  # steps_per_call > 1 it evaluates at the first call boundary past each multiple.
+  c.eval_every_steps = 0
+  c.eval_every_splits = ("test",)
   # Training steps fused into one jitted call (a lax.scan): at small batch sizes the
   # per-step dispatch dominates otherwise. Does not change the results.
   c.steps_per_call = 1

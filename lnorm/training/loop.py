@@ -265,8 +265,20 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   train_chunk = jax.jit(make_train_chunk(make_train_step(task, model)), donate_argnums=0,
                         out_shardings=(rep, rep))
   eval_step = jax.jit(make_eval_step(task, model), out_shardings=rep)
-  end_epoch = jax.jit(lambda s: s.replace(batch_stats=finalize_epoch_statistics(s.batch_stats)),
-                      donate_argnums=0, out_shardings=rep)
+  with_population = lambda s: s.replace(batch_stats=finalize_epoch_statistics(s.batch_stats))
+  end_epoch = jax.jit(with_population, donate_argnums=0, out_shardings=rep)
+  # Mid-epoch evaluations see the population statistics so far, on a copy: training
+  # goes on accumulating into the live state.
+  population_so_far = jax.jit(with_population, out_shardings=rep)
+
+  def evaluate_splits(state, splits) -> dict[str, float]:
+    scores = {}
+    for split in splits:
+      if split in dataset.splits:
+        split_scores = evaluate(eval_step, state, dataset.splits[split],
+                                config.eval_batch_size, mesh)
+        scores.update({f"{split}/{k}": v for k, v in split_scores.items()})
+    return scores
 
   last_metrics: dict[str, float] = {}
   last_save = time.time()
@@ -301,6 +313,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
           if config.log_every_steps and step % config.log_every_steps < k:
             writer.write(step, {"epoch": step / steps_per_epoch,
                                 "train/loss": float(np.mean(out["loss"]))})
+          if (config.get("eval_every_steps", 0) and step % config.eval_every_steps < k
+              and in_epoch < steps_per_epoch):
+            # Evaluation time is kept out of the epoch's training time.
+            host["epoch_seconds"] += time.time() - epoch_start
+            scores = evaluate_splits(population_so_far(state), config.eval_every_splits)
+            writer.write(step, {"epoch": step / steps_per_epoch, **scores})
+            logging.info("step %d (epoch %.2f): %s", step, step / steps_per_epoch,
+                         _format(scores))
+            epoch_start = time.time()
           if progress is not None:
             progress.update(k)
             progress.set_postfix(
@@ -324,11 +345,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
               f"checkpoint. Rerun the same command to resume from step {step}.")
         state = end_epoch(state)
         last_metrics = _epoch_metrics(host, epoch)
-        for split in task.eval_splits():
-          if split in dataset.splits:
-            scores = evaluate(eval_step, state, dataset.splits[split], config.eval_batch_size,
-                              mesh)
-            last_metrics.update({f"{split}/{k}": v for k, v in scores.items()})
+        last_metrics.update(evaluate_splits(state, task.eval_splits()))
         extra = task.end_of_epoch(state, workdir, step, writer)
         if extra:
           last_metrics.update(extra)
