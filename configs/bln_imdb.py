@@ -44,6 +44,10 @@ def get_config(arg=None):
   # Batch size 1 means 4,000 steps an epoch: fuse them so dispatch does not dominate.
   c.steps_per_call = max(1, 500 // c.batch_size)
   c.eval_batch_size = 500  # Per-epoch evaluation; BLN uses norm_options.bln.inference.
+  # The 25,000 test reviews take longer to evaluate than an epoch of the 20% subset
+  # trains: validation after every epoch, test after the last.
+  c.eval_splits = ("validation",)
+  c.final_eval_splits = ("test",)
 
   c.model = ml_collections.ConfigDict()
   c.model.embed_size = 512

@@ -49,6 +49,8 @@ def test_cifar_smoke_batch_size_1(bln_b1_run):
   # The axis convention is part of the recorded config.
   assert record["config"]["norm_axes"] == "conventional"
   assert record["steps_per_epoch"] == 40
+  # All 40 steps ran in one fused call, which measured the norms at its last step.
+  assert _finite_epoch(bln_b1_run)["train/grad_norm"] > 0
 
 
 def test_imdb_smoke_batch_size_25(tmp_path):
@@ -56,8 +58,11 @@ def test_imdb_smoke_batch_size_25(tmp_path):
   # go through the CLI; the IMDB model at batch size 1 is checked for NaNs in
   # test_bln_models.py without a training run, to keep this file fast.
   workdir = str(tmp_path / "run")
-  train(IMDB.format(bs=25), workdir)
-  _finite_epoch(workdir)
+  train(IMDB.format(bs=25), workdir, "--config.num_epochs=2")
+  first, last = epoch_records(workdir)
+  # The large test set is evaluated after the last epoch only.
+  assert "validation/error" in first and "test/error" not in first
+  assert math.isfinite(last["test/error"]) and math.isfinite(last["validation/error"])
 
 
 def test_search_rows_are_finite_and_the_selection_is_the_validation_optimum(

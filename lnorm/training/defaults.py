@@ -10,6 +10,7 @@ from ml_collections import config_dict
 RESUMABLE_FIELDS = (
     "num_epochs", "wandb.", "checkpoint_every_secs", "log_every_steps", "progress_bar",
     "steps_per_call", "eval_batch_size", "eval_every_steps", "eval_every_splits",
+    "final_eval_splits",
     "data.data_dir",
 )
 
@@ -22,13 +23,17 @@ def base_config() -> ml_collections.ConfigDict:
   c.batch_size = 128  # The global batch size, split over all devices.
   c.eval_batch_size = 1000  # Batch size for evaluation (does not change results).
   c.eval_splits = ("validation", "test")  # Splits evaluated after every epoch.
+  # Splits evaluated only after the last epoch: a test set that costs more to evaluate
+  # every epoch than the epoch's training does.
+  c.final_eval_splits = ()
   # Also evaluate every N steps inside an epoch (0: at epoch ends only), for curves of
   # runs whose epochs are long; only these splits, to keep the cost down. With
   # steps_per_call > 1 it evaluates at the first call boundary past each multiple.
   c.eval_every_steps = 0
   c.eval_every_splits = ("test",)
   # Training steps fused into one jitted call (a lax.scan): at small batch sizes the
-  # per-step dispatch dominates otherwise. Does not change the results.
+  # per-step dispatch dominates otherwise. Does not change the results; the gradient,
+  # parameter and update norms are then measured at the last step of each call.
   c.steps_per_call = 1
   c.log_every_steps = 0  # Also log the running train loss every N steps (0: epochs only).
   c.checkpoint_every_secs = 300.0  # Besides every epoch end and on SIGTERM.
