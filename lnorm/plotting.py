@@ -36,8 +36,11 @@ class Run:
   key_order: tuple[str, ...] = ()  # A sweep's override keys, to order labels by.
 
   def series(self, metric: str, x: str = "epoch") -> tuple[list[float], list[float]]:
-    """(x, y) of ``metric``; against 'epoch' uses the epoch records, 'step' every point."""
-    source = self.epochs if x == "epoch" else self.points
+    """(x, y) of ``metric``. Against 'step': every point. Against 'epoch': the epoch
+    records, and for evaluation metrics also the mid-epoch evaluations
+    (``eval_every_steps``) at their fractional epoch; a train metric logged mid-epoch
+    is a running mini-batch value, not an epoch mean, so it is left out."""
+    source = self.epochs if x == "epoch" and metric.startswith("train/") else self.points
     xs, ys = [], []
     for r in source:
       y = r.get(metric)

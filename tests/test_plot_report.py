@@ -57,6 +57,18 @@ def test_runs_are_labelled_by_what_differs(fig6_dir):
   assert "norm=bn,batch_size=4" in labels and len(labels) == 7
 
 
+def test_epoch_axis_takes_mid_epoch_evaluations_but_not_running_train_losses(tmp_path):
+  workdir = str(tmp_path / "run")
+  fake_run(workdir, {}, FULL_MNIST, [{"train/loss": 1.0, "test/error": 0.2}])
+  with open(os.path.join(workdir, "metrics.jsonl"), "a") as f:
+    f.write(json.dumps({"step": 130, "epoch": 1.3, "test/error": 0.1}) + "\n")
+  (run,) = plotting.load_runs([workdir])
+  assert run.series("test/error") == ([1.0, 1.3], [0.2, 0.1])
+  # The mid-epoch train/loss of 9.0 at epoch 0.5 is a running value: left out.
+  assert run.series("train/loss") == ([1.0], [1.0])
+  assert run.series("train/loss", x="step") == ([50.0, 100.0], [9.0, 1.0])
+
+
 def test_plot_metric_against_step_log_scaled(fig6_dir, tmp_path, capsys):
   out = str(tmp_path / "curves")
   assert cli.main(["plot", fig6_dir, "--metric", "train/loss", "--x", "step", "--log",
