@@ -238,7 +238,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   Returns the final epoch's logged metrics.
   """
   parallel.maybe_initialize_distributed()
-  if config.get("matmul_precision", "default") != "default":
+  if config.matmul_precision != "default":
     jax.config.update("jax_default_matmul_precision", config.matmul_precision)
   task = load_task(config)
   workdir = os.path.abspath(workdir)
@@ -333,7 +333,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
           if config.log_every_steps and step % config.log_every_steps < k:
             writer.write(step, {"epoch": step / steps_per_epoch,
                                 "train/loss": float(np.mean(out["loss"]))})
-          if (config.get("eval_every_steps", 0) and step % config.eval_every_steps < k
+          if (config.eval_every_steps and step % config.eval_every_steps < k
               and in_epoch < steps_per_epoch):
             # Evaluation time is kept out of the epoch's training time.
             host["epoch_seconds"] += time.time() - epoch_start
@@ -367,7 +367,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         last_metrics = _epoch_metrics(host, epoch)
         splits = task.eval_splits()
         if step == total_steps:
-          splits += tuple(s for s in config.get("final_eval_splits", ()) if s not in splits)
+          splits += tuple(s for s in config.final_eval_splits if s not in splits)
         last_metrics.update(evaluate_splits(state, splits))
         extra = task.end_of_epoch(state, workdir, step, writer)
         if extra:

@@ -75,7 +75,7 @@ class Task:
     return "train"
 
   def eval_splits(self) -> tuple[str, ...]:
-    return tuple(self.config.get("eval_splits", ("validation", "test")))
+    return tuple(self.config.eval_splits)
 
 
 def load_task(config: ml_collections.ConfigDict) -> Task:
