@@ -5,8 +5,9 @@
 
 The LSTM cells are plain: the norms sit between the layers, after each LSTM and
 after the dense layer's tanh, as in the authors' Keras model. Dropout 0.2 on the
-inputs of both LSTMs stands in for Keras's ``LSTM(dropout=0.2)``; its
-``recurrent_dropout=0.2`` is not reproduced (our cells have no recurrent dropout).
+inputs of both LSTMs stands in for Keras's ``LSTM(dropout=0.2)``. Keras's IMDB
+example, which the authors' model follows, also sets ``recurrent_dropout=0.2``; that is
+not reproduced (our cells have no recurrent dropout, and REFERENCE.md does not list it).
 """
 
 from __future__ import annotations
