@@ -365,7 +365,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
               f"checkpoint. Rerun the same command to resume from step {step}.")
         state = end_epoch(state)
         last_metrics = _epoch_metrics(host, epoch)
-        splits = task.eval_splits()
+        splits = tuple(config.eval_splits)
         if step == total_steps:
           splits += tuple(s for s in config.final_eval_splits if s not in splits)
         last_metrics.update(evaluate_splits(state, splits))

@@ -74,9 +74,6 @@ class Task:
   def train_split(self) -> str:
     return "train"
 
-  def eval_splits(self) -> tuple[str, ...]:
-    return tuple(self.config.eval_splits)
-
 
 def load_task(config: ml_collections.ConfigDict) -> Task:
   name = config.get("experiment")
