@@ -2,16 +2,23 @@
 
 Decoding 60k JPEGs or tokenising 50k reviews takes seconds that every run would
 otherwise pay again. An entry is keyed by the source archive's path, size and
-modification time, and by a version string the decoder bumps when its output
-changes, so a changed archive or decoder never serves stale arrays.
+modification time, by the source code of the modules that decode it (a digest of
+each module's text, so any edit to the decoder invalidates its entries without anyone
+remembering to bump a version), and by an optional version string for what the code
+does not show (e.g. the version of the image library). A changed archive or decoder
+never serves stale arrays.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import logging
+import marshal
 import os
 import tempfile
+import types
+from typing import Sequence
 
 import numpy as np
 
@@ -46,9 +53,33 @@ def enabled(config) -> bool:
   return bool(core.option(config, "use_cache", True))
 
 
-def key_path(directory: str, kind: str, source_path: str, version: str) -> str:
+def code_fingerprint(decoder: Sequence[types.ModuleType]) -> str:
+  """A digest of the source of the ``decoder`` modules: editing any function in them
+  changes it. Modules rather than functions, so that rebinding a name (a test's
+  monkeypatch, a wrapper) cannot move the key to whichever module defined the stand-in."""
+  h = hashlib.sha1()
+  for module in sorted(decoder, key=lambda m: m.__name__):
+    if not isinstance(module, types.ModuleType):
+      raise TypeError(f"decoder takes modules, got {module!r}; pass the module that defines it.")
+    h.update(module.__name__.encode())
+    try:
+      h.update(inspect.getsource(module).encode())
+    except (OSError, TypeError):
+      # No source shipped (a .pyc-only install): the compiled code still changes with it.
+      for value in vars(module).values():
+        if isinstance(value, types.FunctionType) and value.__module__ == module.__name__:
+          h.update(marshal.dumps(value.__code__))
+  return h.hexdigest()
+
+
+def key_path(directory: str, kind: str, source_path: str, version: str = "", *,
+             decoder: Sequence[types.ModuleType]) -> str:
+  """The cache file for ``source_path`` decoded by the modules ``decoder`` (their
+  source is part of the key) under ``version`` (what the source does not
+  show, such as a library version)."""
   st = os.stat(source_path)
-  ident = f"{os.path.abspath(source_path)}|{st.st_size}|{st.st_mtime_ns}|{version}"
+  ident = "|".join([os.path.abspath(source_path), str(st.st_size), str(st.st_mtime_ns),
+                    version, code_fingerprint(decoder)])
   digest = hashlib.sha1(ident.encode()).hexdigest()[:16]
   return os.path.join(directory, f"{kind}-{digest}.npz")
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import sys
 import time
 from typing import Any
 
 import numpy as np
+import PIL
 
 from lnorm.data import cache
 from lnorm.data import cifar_pickle
@@ -39,8 +41,6 @@ DEFAULT_SYNTHETIC_SIZE = 256
 FILES_HELP = (f"{cifar_pickle.FOLDER}/ or {cifar_pickle.ARCHIVE} (the official python "
               "version), or an image-folder copy cifar10/{train,test}/<class>/*.png|jpg "
               "(directory or .zip)")
-# Bump when decoding changes, so that old cache entries are not used.
-_DECODER_VERSION = "image_folder-1"
 _SPLITS = ("train", "test")
 
 _log = logging.getLogger(__name__)
@@ -106,7 +106,10 @@ def _read_image_folder(kind: str, path: str, config: Any, data_dir: str | None):
     return image_folder.read_dir(path, _SPLITS, CLASS_NAMES, IMAGE_SHAPE)
   entry = None
   if cache.enabled(config):
-    entry = cache.key_path(cache.cache_dir(config, data_dir), NAME, path, _DECODER_VERSION)
+    # The JPEG decoder's version is part of the key: another libjpeg may round differently.
+    entry = cache.key_path(cache.cache_dir(config, data_dir), NAME, path,
+                           f"Pillow {PIL.__version__}",
+                           decoder=(image_folder, sys.modules[__name__]))
     arrays = cache.load(entry)
     if arrays is not None:
       _log.info("Read decoded %s from cache %s", path, entry)

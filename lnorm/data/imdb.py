@@ -9,7 +9,10 @@ Features: 'tokens' int32 [N, max_length] (word ids, see ``lnorm.data.text``: 0 p
 [N] (1 = positive). A review longer than ``max_length`` keeps its *last* tokens, as
 Keras ``pad_sequences`` does in the BLN code. Padding goes *after* the tokens by
 default (``padding='post'``), where flax ``seq_lengths`` and sequence masks expect
-it; ``padding='pre'`` reproduces Keras's default layout.
+it; ``padding='pre'`` reproduces Keras's default layout, the last token at the last
+step, for a model that runs the padding through unmasked as the authors' Keras model
+does (``configs/bln_imdb.py:padding=keras``). 'length' counts the real tokens either
+way.
 
 The vocabulary is the ``vocab_size`` most frequent words of the training split
 (after the hold-out, before the subset, so the 20% and whole-set runs share it).
@@ -24,6 +27,7 @@ import collections
 import glob
 import logging
 import os
+import sys
 import time
 from typing import Any
 
@@ -91,7 +95,7 @@ def _tokenized_archive(path: str, config: Any, data_dir: str | None) -> dict[str
   entry = None
   if cache.enabled(config):
     entry = cache.key_path(cache.cache_dir(config, data_dir), NAME, path,
-                           f"tokenizer-{text.TOKENIZER_VERSION}")
+                           decoder=(acl_imdb, sys.modules[__name__], text))
     tokenized = cache.load(entry)
     if tokenized is not None:
       _log.info("Read tokenized %s from cache %s", path, entry)
