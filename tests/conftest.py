@@ -1,12 +1,41 @@
-"""Test-wide settings: no wandb traffic; a fixture for exact NumPy comparisons."""
+"""Test-wide settings: no wandb traffic; a fixture for exact NumPy comparisons; the
+``real_data`` marker for tests that read the real datasets."""
 
 import os
 
 import jax
 import pytest
 
+from lnorm import data
+
+pytest_plugins = ("pytester",)  # tests/test_data_real.py runs the marker in a sub-session.
+
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("WANDB_SILENT", "true")
+
+#: Set to 1 (CI does) to make a missing real dataset fail its tests instead of
+#: skipping them, so that a wrong data directory cannot pass as green.
+REQUIRE_DATA_ENV = "LNORM_REQUIRE_DATA"
+
+
+def pytest_configure(config):
+  config.addinivalue_line(
+      "markers", f"real_data(*relpath): reads $LNORM_DATA_DIR/<relpath>; skipped when it "
+      f"is missing, failed when {REQUIRE_DATA_ENV}=1")
+
+
+def pytest_runtest_setup(item):
+  for marker in item.iter_markers("real_data"):
+    data_dir = data.data_dir()
+    path = os.path.join(data_dir, *marker.args) if data_dir else None
+    if path and os.path.exists(path):
+      continue
+    message = (f"needs {'/'.join(marker.args)} in the data directory "
+               f"({data_dir or f'${data.DATA_DIR_ENV} is not set'}): set "
+               f"{data.DATA_DIR_ENV} to a folder that holds it")
+    if os.environ.get(REQUIRE_DATA_ENV) == "1":
+      pytest.fail(f"{message} ({REQUIRE_DATA_ENV}=1 forbids skipping)", pytrace=False)
+    pytest.skip(message)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,8 @@ from lnorm.normalization import (
     BatchLayerNorm, BatchNorm, LayerNorm, UnknownNormError, WeightNormDense,
     bln_inference_configurations, finalize_epoch_statistics, make_norm)
 from lnorm.normalization import functional as F
+from tests.references import (
+    bln_inference_ref, bln_population_ref, bln_train_ref, bn_stats_ref, ln_ref)
 
 
 # Full-precision matmuls and no silent rank promotion (tests/conftest.py).
@@ -23,83 +25,6 @@ pytestmark = pytest.mark.usefixtures("precise_jax")
 
 def _rng(seed=0):
   return np.random.default_rng(seed)
-
-
-# --- NumPy references (float64) -------------------------------------------------------
-
-
-def ln_ref(x, g=1.0, b=0.0, eps=1e-5, mask=None):
-  """LN paper eq. 3-4: per example, mean and biased variance over the H units."""
-  x = np.asarray(x, np.float64)
-  m = np.ones_like(x) if mask is None else np.broadcast_to(mask, x.shape).astype(np.float64)
-  xm = np.where(m > 0, x, 0.0)
-  h = m.sum(-1, keepdims=True)
-  mu = xm.sum(-1, keepdims=True) / h
-  var = (np.where(m > 0, (x - mu) ** 2, 0.0)).sum(-1, keepdims=True) / h
-  return g * (x - mu) / np.sqrt(var + eps) + b
-
-
-def bn_stats_ref(x, mask=None, ddof=0):
-  x = np.asarray(x, np.float64)
-  m = np.ones_like(x) if mask is None else np.broadcast_to(mask, x.shape).astype(np.float64)
-  n = m.sum(0, keepdims=True)
-  mu = np.where(m > 0, x, 0.0).sum(0, keepdims=True) / n
-  var = np.where(m > 0, (x - mu) ** 2, 0.0).sum(0, keepdims=True) / (n - ddof)
-  return mu, var
-
-
-def bln_ref(x, gamma, beta, *, bm, bv, fm, fv, m, eps=1e-4, mix_eps=1e-4):
-  """BLN eq. 14-17 (and 22-25) given the four statistics; eps inside both variances."""
-  d = x.shape[-1]
-  xb = (x - bm) / np.sqrt(bv + eps)
-  xf = (x - fm) / np.sqrt(fv + eps)
-  y = ((1 - (1 / m + mix_eps)) * xb + (1 / m - mix_eps) * xf) / np.sqrt(d)
-  return gamma * y + beta
-
-
-def bln_train_ref(x, gamma, beta, mask=None):
-  """BLN eq. 10-17 with batch statistics over axis 0 (per position), feature statistics
-  over the last axis; padded (example, position) pairs are left out of the batch
-  statistics, and m is the number of real examples at each position."""
-  x = np.asarray(x, np.float64)
-  mb = np.ones(x.shape[:-1] + (1,)) if mask is None else np.asarray(mask, np.float64)
-  m = mb.sum(0, keepdims=True)
-  bm = (np.where(mb > 0, x, 0.0)).sum(0, keepdims=True) / m
-  bv = (np.where(mb > 0, (x - bm) ** 2, 0.0)).sum(0, keepdims=True) / m
-  fm = x.mean(-1, keepdims=True)
-  fv = ((x - fm) ** 2).mean(-1, keepdims=True)
-  return bln_ref(x, gamma, beta, bm=bm, bv=bv, fm=fm, fv=fv, m=m)
-
-
-def bln_population_ref(batches):
-  """Eq. 18-21 as the project implements them: last-epoch averages, m/(m-1) on the
-  batch variance and d/(d-1) on the feature variance (none when a count is 1), feature
-  statistics averaged over examples: one value per position."""
-  acc = {"bm": [], "bv": [], "fm": [], "fv": []}
-  for x in batches:
-    x = np.asarray(x, np.float64)
-    m, d = x.shape[0], x.shape[-1]
-    bm = x.mean(0, keepdims=True)
-    bv = ((x - bm) ** 2).mean(0, keepdims=True)
-    fm = x.mean(-1, keepdims=True)
-    fv = ((x - fm) ** 2).mean(-1, keepdims=True)
-    acc["bm"].append(bm)
-    acc["bv"].append(bv * (m / (m - 1) if m > 1 else 1.0))
-    acc["fm"].append(fm.mean(0, keepdims=True))
-    acc["fv"].append(fv.mean(0, keepdims=True) * (d / (d - 1) if d > 1 else 1.0))
-  return {k: np.mean(v, axis=0) for k, v in acc.items()}
-
-
-def bln_inference_ref(x, gamma, beta, pop, config, m_train):
-  """Eq. 18-25: each statistic from the population ('p') or the mini-batch ('b'); a
-  mini-batch variance is taken around the mean in use (eq. 19 and 21)."""
-  x = np.asarray(x, np.float64)
-  p = [c == "p" for c in config]
-  bm = pop["bm"] if p[0] else x.mean(0, keepdims=True)
-  bv = pop["bv"] if p[1] else ((x - bm) ** 2).mean(0, keepdims=True)
-  fm = pop["fm"] if p[2] else x.mean(-1, keepdims=True)
-  fv = pop["fv"] if p[3] else ((x - fm) ** 2).mean(-1, keepdims=True)
-  return bln_ref(x, gamma, beta, bm=bm, bv=bv, fm=fm, fv=fv, m=m_train)
 
 
 def _with_random_affine(variables, rng):

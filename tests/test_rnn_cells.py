@@ -1,4 +1,4 @@
-"""Every LSTM and GRU variant against the reference loops of test_rnn_reference.py."""
+"""Every LSTM and GRU variant against the reference loops of tests/references.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from lnorm.rnn import (GRU_VARIANTS, LSTM_VARIANTS, RecurrentLayer, make_gru_cell,
                        make_lstm_cell)
-from tests import test_rnn_reference as ref
+from tests import references as ref
 
 B, T, I, H = 3, 5, 4, 6
 LENGTHS = np.array([5, 3, 1])

@@ -9,7 +9,7 @@ import pytest
 
 from lnorm.rnn import (RecurrentLayer, flip_sequences, make_gru_cell, make_lstm_cell,
                        masked_mean, sequence_mask)
-from tests import test_rnn_reference as ref
+from tests import references as ref
 from tests.test_rnn_cells import B, H, I, LENGTHS, T, build, f64, inputs
 
 
