@@ -23,6 +23,7 @@ COMMANDS = {
     "sweep": ("lnorm.commands.sweep", "Run a named grid of configs, one workdir each."),
     "plot": ("lnorm.commands.plot", "Draw metric curves from run directories."),
     "report": ("lnorm.commands.report", "Collect finished runs into a markdown table."),
+    "compare": ("lnorm.commands.compare", "Updates and time to reach the baseline's best metric."),
     "invariance": ("lnorm.invariance",
                    "Measure LN paper Table 1 (invariance under re-scaling and re-centering)."),
     "bln-search": ("lnorm.commands.bln_search",

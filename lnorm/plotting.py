@@ -11,117 +11,13 @@ work on a headless machine and in tests.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from typing import Any, Mapping, Sequence
 
-from lnorm import sweep as sweep_lib
+from lnorm import compare
 from lnorm.errors import UserError
-
-#: Config fields that never explain a difference between curves.
-_LABEL_IGNORE = sweep_lib.RESUMABLE_FIELDS + ("data.data_dir", "wandb.")
-
-
-@dataclasses.dataclass
-class Run:
-  """One run directory: its flat config (may be empty), epoch records and all points."""
-  path: str
-  name: str
-  config: dict[str, Any]
-  data: dict[str, Any]
-  epochs: list[dict[str, Any]]
-  points: list[dict[str, Any]]
-  label: str = ""
-  key_order: tuple[str, ...] = ()  # A sweep's override keys, to order labels by.
-
-  def series(self, metric: str, x: str = "epoch") -> tuple[list[float], list[float]]:
-    """(x, y) of ``metric``. Against 'step': every point. Against 'epoch': the epoch
-    records, and for evaluation metrics also the mid-epoch evaluations
-    (``eval_every_steps``) at their fractional epoch; a train metric logged mid-epoch
-    is a running mini-batch value, not an epoch mean, so it is left out."""
-    source = self.epochs if x == "epoch" and metric.startswith("train/") else self.points
-    xs, ys = [], []
-    for r in source:
-      y = r.get(metric)
-      if isinstance(y, (int, float)) and x in r:
-        xs.append(float(r[x]))
-        ys.append(float(y))
-    return xs, ys
-
-
-def find_run_dirs(paths: Sequence[str]) -> list[str]:
-  """Every directory at or under ``paths`` that holds a metrics.jsonl, sorted."""
-  found: list[str] = []
-  for path in paths:
-    if not os.path.isdir(path):
-      raise UserError(f"{path} is not a directory.")
-    if os.path.exists(os.path.join(path, "metrics.jsonl")):
-      found.append(path)
-      continue
-    for root, dirs, files in os.walk(path):
-      dirs[:] = sorted(d for d in dirs if d not in ("checkpoints", "wandb", "figures"))
-      if "metrics.jsonl" in files:
-        found.append(root)
-  if not found:
-    raise UserError(f"No metrics.jsonl found under {', '.join(paths)}.")
-  return found
-
-
-def _sweep_order(path: str) -> list[str] | None:
-  """A sweep directory's member order, which is more meaningful than sorting."""
-  try:
-    return [m.workdir for m in sweep_lib.load_members(path)]
-  except (UserError, OSError, KeyError, json.JSONDecodeError):
-    return None
-
-
-def _sweep_keys(path: str) -> list[str]:
-  try:
-    members = sweep_lib.load_members(path)
-  except (UserError, OSError, KeyError, json.JSONDecodeError):
-    return []
-  keys: list[str] = []
-  for m in members:
-    keys += [k for k in m.overrides if k not in keys]
-  return keys
-
-
-def load_runs(paths: Sequence[str]) -> list[Run]:
-  dirs = find_run_dirs(paths)
-  order, key_order = [], []
-  for p in paths:
-    order += _sweep_order(p) or []
-    key_order += [k for k in _sweep_keys(p) if k not in key_order]
-  rank = {os.path.abspath(d): i for i, d in enumerate(order)}
-  dirs.sort(key=lambda d: (rank.get(os.path.abspath(d), len(rank)), d))
-  common = os.path.commonpath([os.path.abspath(d) for d in dirs])
-  runs = []
-  for d in dirs:
-    record = {}
-    if os.path.exists(os.path.join(d, "config.json")):
-      with open(os.path.join(d, "config.json")) as f:
-        record = json.load(f)
-    points = [{k: sweep_lib.as_number(v) for k, v in r.items()}
-              for r in sweep_lib.read_jsonl(os.path.join(d, "metrics.jsonl"))]
-    name = os.path.relpath(os.path.abspath(d), common) if len(dirs) > 1 else os.path.basename(
-        os.path.abspath(d))
-    runs.append(Run(d, name, record.get("config", {}), record.get("data", {}),
-                    sweep_lib.epoch_records(d), points, key_order=tuple(key_order)))
-  label_runs(runs)
-  return runs
-
-
-def label_runs(runs: Sequence[Run]) -> None:
-  """Labels each run by the config fields that differ between ``runs``."""
-  keys = sweep_lib.distinguishing_keys([r.config for r in runs], ignore=_LABEL_IGNORE)
-  rank = {k: i for i, k in enumerate(runs[0].key_order)} if runs else {}
-  keys.sort(key=lambda k: rank.get(k, len(rank)))  # A sweep's order, then the config's.
-  labels = [sweep_lib.setting_name(r.config, keys) for r in runs] if keys else []
-  if not labels or len(set(labels)) < len(runs) or not all(labels):
-    labels = [r.name for r in runs]
-  for r, label in zip(runs, labels):
-    r.label = label
+from lnorm.runs import Run, label_runs, load_runs, summary_metrics
 
 
 def _pyplot():
@@ -144,16 +40,22 @@ def _save(fig, out: str) -> list[str]:
   return paths
 
 
-def _draw(ax, runs: Sequence[Run], metric: str, x: str, logy: bool, title: str = "") -> int:
-  drawn = 0
+def _draw(ax, runs: Sequence[Run], metric: str, x: str, logy: bool, title: str = "",
+          target: str | None = None) -> int:
+  """One line per run that logged ``metric``; with ``target`` (a baseline such as
+  ``norm=none``) also the baseline's best and where each run first reaches it."""
+  colors = {}
   for r in runs:
     xs, ys = r.series(metric, x)
     if not xs:
       continue
     marker = "o" if len(xs) <= 30 else None
-    ax.plot(xs, ys, label=r.label, marker=marker, markersize=3)
-    drawn += 1
-  if logy and drawn:
+    (line,) = ax.plot(xs, ys, label=r.label, marker=marker, markersize=3)
+    colors[r.path] = line.get_color()
+  if target and colors:
+    _draw_target(ax, [r for r in runs if r.path in colors and r.records(metric)], metric, x,
+                 target, colors)
+  if logy and colors:
     ax.set_yscale("log")
     from matplotlib.ticker import NullFormatter  # pylint: disable=g-import-not-at-top
     ax.yaxis.set_minor_formatter(NullFormatter())  # Crowded labels on a narrow range.
@@ -161,21 +63,40 @@ def _draw(ax, runs: Sequence[Run], metric: str, x: str, logy: bool, title: str =
   ax.set_ylabel(metric)
   ax.set_title(title or metric)
   ax.grid(True, alpha=0.3)
-  if drawn:
+  if colors:
     ax.legend(fontsize="small")
-  return drawn
+  return len(colors)
+
+
+def _draw_target(ax, runs: Sequence[Run], metric: str, x: str, baseline: str,
+                 colors: Mapping[str, str]) -> None:
+  """The target of ``lnorm compare`` as a dashed line, each run's crossing as a star."""
+  for c in compare.compare(runs, metric, baseline):
+    where = f", {c.context}" if c.context else ""
+    ax.axhline(c.target, color="0.35", linestyle="--", linewidth=1,
+               label=f"target: {c.baseline_group.setting}'s best{where}")
+    for result in (res for g in c.groups for res in g.runs if res.reached):
+      at = result.step if x == "step" else result.epoch
+      if at is not None:
+        ax.plot([at], [result.value], linestyle="none", marker="*", markersize=11,
+                markeredgecolor="black", markeredgewidth=0.5, color=colors[result.run.path],
+                zorder=3)
 
 
 def plot_metrics(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str = "epoch",
-                 logy: bool = False, title: str = "") -> list[str]:
-  """One panel per metric, one line per run; returns the PNG and SVG paths."""
+                 logy: bool = False, title: str = "", target: str | None = None) -> list[str]:
+  """One panel per metric, one line per run; returns the PNG and SVG paths.
+
+  ``target``: a baseline (``norm=none``) whose best value each panel draws as a line,
+  with a star where each run first reaches it (see ``lnorm.compare``).
+  """
   if x not in ("epoch", "step"):
     raise UserError(f"--x must be 'epoch' or 'step', not {x!r}.")
   plt = _pyplot()
   fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.8), squeeze=False)
   drawn = 0
   for ax, metric in zip(axes[0], metrics):
-    drawn += _draw(ax, runs, metric, x, logy)
+    drawn += _draw(ax, runs, metric, x, logy, target=target)
   if not drawn:
     plt.close(fig)
     available = sorted({k for r in runs for p in r.points for k in p if k not in ("step", "epoch")})
@@ -238,8 +159,10 @@ def _matches(run: Run, where: Mapping[str, Any]) -> bool:
   return all(k in run.config and str(run.config[k]) == str(v) for k, v in where.items())
 
 
-def plot_figure(name: str, runs: Sequence[Run], out: str, x: str = "epoch") -> list[str]:
-  """Lays out the paper's figure ``name`` (see FIGURES) from ``runs``."""
+def plot_figure(name: str, runs: Sequence[Run], out: str, x: str = "epoch",
+                target: str | None = None) -> list[str]:
+  """Lays out the paper's figure ``name`` (see FIGURES) from ``runs``; ``target`` as in
+  :func:`plot_metrics`, per panel."""
   if name not in FIGURES:
     raise UserError(f"Unknown figure {name!r}. Figures: {', '.join(sorted(FIGURES))}.")
   spec = FIGURES[name]
@@ -256,7 +179,7 @@ def plot_figure(name: str, runs: Sequence[Run], out: str, x: str = "epoch") -> l
     label_runs([r for r in chosen])  # Within a panel, only what differs there.
     metric = next((m for m in panel.metrics if any(r.series(m, x)[0] for r in chosen)),
                   panel.metrics[0])
-    n = _draw(ax, chosen, metric, x, panel.logy, panel.title)
+    n = _draw(ax, chosen, metric, x, panel.logy, panel.title, target)
     if not n:
       ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
     drawn += n
@@ -279,7 +202,7 @@ def figures_for(experiment: str | None) -> list[str]:
 
 def default_metrics(runs: Sequence[Run]) -> list[str]:
   """The training loss and the test (else validation) metrics, for a quick look."""
-  metrics = sweep_lib.summary_metrics([p for r in runs for p in r.epochs])
+  metrics = summary_metrics([p for r in runs for p in r.epochs])
   test = [m for m in metrics if m.startswith("test/")] or [
       m for m in metrics if m.startswith("validation/")]
   train = [m for m in metrics if m.startswith("train/")][:1]

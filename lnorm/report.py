@@ -1,10 +1,17 @@
 """Every finished run under a directory, beside the published number, in one table.
 
-A run is finished when its last epoch record reaches the configured ``num_epochs``.
+A run is finished when its epoch records reach the length its config asks for
+(``num_epochs``, or ``max_steps`` updates).
 Each row is one (run setting, metric): the paper's value and its source
 (``lnorm.results``), the measured final value (and the best epoch's), where the data
 came from and how much of it, and the epochs run against the paper's. Runs on
 synthetic data, or on fewer training examples than the full dataset, are marked.
+
+When an experiment's finished runs differ in the normalizer, a section "Updates to
+target" follows (``lnorm.compare``): on the experiment's main held-out metric, the
+updates and time each normalizer needs to reach the best value of the baseline, no
+normalization (``norm=none``) where it was run and else batch normalization, the
+baseline of the BLN paper.
 """
 
 from __future__ import annotations
@@ -14,10 +21,15 @@ import math
 import os
 from typing import Any, Sequence
 
-from lnorm import plotting
+from lnorm import compare
 from lnorm import results
-from lnorm import sweep as sweep_lib
+from lnorm import runs as runs_lib
 from lnorm.errors import UserError
+from lnorm.runs import Run
+from lnorm.training.defaults import is_complete
+
+#: The baselines ``lnorm report`` tries, in order, for its updates-to-target tables.
+REPORT_BASELINES = ("norm=none", "norm=bn")
 
 
 @dataclasses.dataclass
@@ -34,12 +46,11 @@ class Row:
   run: str
 
 
-def _finished(run: plotting.Run) -> bool:
-  target = run.config.get("num_epochs")
-  return bool(run.epochs) and (target is None or int(run.epochs[-1].get("epoch", 0)) >= target)
+def _finished(run: Run) -> bool:
+  return is_complete(run.config, run.epochs)
 
 
-def data_description(run: plotting.Run) -> tuple[str, bool]:
+def data_description(run: Run) -> tuple[str, bool]:
   """('files, 55000 train', partial?) from the run's config.json data record."""
   data = run.data or {}
   name = data.get("name") or run.config.get("data.name", "?")
@@ -70,35 +81,54 @@ def _fmt(v: float | None) -> str:
   return f"{v:.4g}"
 
 
-def _best(run: plotting.Run, metric: str) -> float | None:
+def _best(run: Run, metric: str) -> float | None:
   values = [results.metric_value(r, metric) for r in run.epochs]
   values = [v for v in values if v is not None and math.isfinite(v)]
   if not values:
     return None
-  return (min if sweep_lib.lower_is_better(metric) else max)(values)
+  return (min if runs_lib.lower_is_better(metric) else max)(values)
 
 
-def _default_metrics(run: plotting.Run) -> list[str]:
+def _default_metrics(run: Run) -> list[str]:
   last = run.epochs[-1]
   return [k for k in last if k.startswith("test/")][:2] or [
       k for k in last if k.startswith("validation/")][:2] or ["train/loss"]
 
 
-def collect(paths: Sequence[str]) -> tuple[list[Row], list[str]]:
-  """Report rows for the finished runs under ``paths``, and the unfinished runs."""
-  runs = plotting.load_runs(paths)
+@dataclasses.dataclass
+class Comparisons:
+  """An experiment's updates-to-target tables, or why there are none."""
+  experiment: str
+  tables: list[compare.Comparison]
+  problem: str = ""
+
+
+@dataclasses.dataclass
+class Report:
+  rows: list[Row]
+  unfinished: list[str]
+  comparisons: list[Comparisons] = dataclasses.field(default_factory=list)
+
+  def markdown(self) -> str:
+    return markdown(self.rows, self.unfinished, self.comparisons)
+
+
+def collect(paths: Sequence[str]) -> Report:
+  """Report rows for the finished runs under ``paths``, the unfinished runs, and the
+  updates-to-target tables of experiments whose runs differ in the normalizer."""
+  runs = runs_lib.load_runs(paths)
   finished = [r for r in runs if _finished(r)]
   unfinished = [r.path for r in runs if not _finished(r)]
-  by_experiment: dict[str, list[plotting.Run]] = {}
+  by_experiment: dict[str, list[Run]] = {}
   for r in finished:
     by_experiment.setdefault(r.config.get("experiment", "?"), []).append(r)
-  rows = []
+  rows, comparisons = [], []
   for experiment, group in by_experiment.items():
-    plotting.label_runs(group)  # The setting: what differs within the experiment.
+    runs_lib.label_runs(group)  # The setting: what differs within the experiment.
     for run in group:
       data, _ = data_description(run)
       published = results.published_for(experiment, run.config)
-      epochs_run = int(run.epochs[-1].get("epoch", 0))
+      epochs_run = runs_lib.epochs_done(run.epochs)
       metrics = [(p.metric, p) for p in published] or [
           (m, None) for m in _default_metrics(run)]
       for metric, p in metrics:
@@ -111,7 +141,34 @@ def collect(paths: Sequence[str]) -> tuple[list[Row], list[str]]:
             source=p.source if p else "no published number",
             measured=_fmt(measured), best=_fmt(_best(run, metric)), data=data,
             epochs=f"{epochs_run}{paper_epochs}", run=run.path))
-  return rows, unfinished
+    if len({str(r.config.get("norm")) for r in group}) > 1:
+      comparisons.append(_updates_to_target(experiment, group))
+  return Report(rows, unfinished, comparisons)
+
+
+def _target_metric(experiment: str, runs: Sequence[Run]) -> str | None:
+  """The held-out metric the experiment's paper reports (else the first logged) that
+  every run logged."""
+  published = [p.metric for p in results.PUBLISHED if p.experiment == experiment]
+  logged = runs_lib.summary_metrics([p for r in runs for p in r.epochs])
+  candidates = [m for m in published + logged if m.split("/")[0] in ("test", "validation")]
+  candidates.sort(key=lambda m: not m.startswith("test/"))  # Stable: test/ first.
+  return next((m for m in candidates if all(r.records(m) for r in runs)), None)
+
+
+def _updates_to_target(experiment: str, runs: Sequence[Run]) -> Comparisons:
+  metric = _target_metric(experiment, runs)
+  if metric is None:
+    return Comparisons(experiment, [], "no held-out metric that every run logged")
+  baseline = next((b for b in REPORT_BASELINES
+                   if any(compare.matches(r.config, compare.parse_baseline(b)) for r in runs)),
+                  None)
+  if baseline is None:
+    return Comparisons(experiment, [], f"no baseline run ({' or '.join(REPORT_BASELINES)})")
+  try:
+    return Comparisons(experiment, compare.compare(runs, metric, baseline))
+  except UserError as e:
+    return Comparisons(experiment, [], str(e))
 
 
 COLUMNS = (("experiment", "experiment"), ("setting", "setting"), ("metric", "metric"),
@@ -119,7 +176,8 @@ COLUMNS = (("experiment", "experiment"), ("setting", "setting"), ("metric", "met
            ("best", "best epoch"), ("data", "data: source, amount"), ("epochs", "epochs run"))
 
 
-def markdown(rows: Sequence[Row], unfinished: Sequence[str] = ()) -> str:
+def markdown(rows: Sequence[Row], unfinished: Sequence[str] = (),
+             comparisons: Sequence[Comparisons] = ()) -> str:
   if not rows:
     raise UserError("No finished runs found (a run is finished when it logged its last "
                     "epoch).")
@@ -130,4 +188,13 @@ def markdown(rows: Sequence[Row], unfinished: Sequence[str] = ()) -> str:
                                    for k, _ in COLUMNS) + " |")
   if unfinished:
     lines += ["", f"Not finished (left out): {', '.join(os.path.relpath(u) for u in unfinished)}"]
+  if comparisons:
+    lines += ["", "## Updates to target"]
+  for c in comparisons:
+    if c.problem:
+      lines += ["", f"{c.experiment}: not computed: {c.problem}"]
+    for table in c.tables:
+      where = f", {table.context}" if table.context else ""
+      lines += ["", f"### {c.experiment}{where}: {table.metric} against {table.baseline}", "",
+                compare.markdown(table).rstrip("\n")]
   return "\n".join(lines) + "\n"

@@ -7,10 +7,11 @@ tell it apart from the other members (``norm=ln,batch_size=4``), by a
 ``python -m lnorm train`` subprocess: a member that crashes takes nothing else
 down, and its log stays in ``<member>/train.log``.
 
-A sweep is resumable because ``lnorm train`` is: finished members (a final epoch
-record in ``metrics.jsonl``) are skipped, interrupted ones resume from their
-checkpoint. The summary (final and best metrics per member, and mean / spread over
-seeds) is printed and written as CSV; nothing here imports JAX.
+A sweep is resumable because ``lnorm train`` is: finished members (as many epochs,
+or ``max_steps`` updates, in ``metrics.jsonl`` as their configs ask) are skipped,
+interrupted ones resume from their checkpoint. The summary (final and best metrics
+per member, and mean / spread over seeds) is printed and written as CSV; nothing
+here imports JAX.
 """
 
 from __future__ import annotations
@@ -30,18 +31,17 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from lnorm import config as config_lib
 from lnorm.errors import ConfigError, UserError
-from lnorm.training.defaults import RESUMABLE_FIELDS
+from lnorm.runs import (SWEEP_FILE, distinguishing_keys, epoch_records, epochs_done, is_seed,
+                        lower_is_better, read_sweep_file, setting_name, summary_metrics)
+from lnorm.training.defaults import is_complete
 
-SWEEP_FILE = "sweep.json"
 SUMMARY_FILE = "summary.csv"
 GROUPED_SUMMARY_FILE = "summary_by_setting.csv"
 LOG_FILE = "train.log"
-#: The epoch records in metrics.jsonl are the points that carry this key.
-EPOCH_KEY = "time/epoch_seconds"
 
 
 # --- members and their names -----------------------------------------------------------
@@ -88,49 +88,6 @@ def _to_str(value: Any) -> str:
   return str(value)
 
 
-def _ignored(key: str, ignore: Iterable[str]) -> bool:
-  return any(key == f or (f.endswith(".") and key.startswith(f)) for f in ignore)
-
-
-def distinguishing_keys(settings: Sequence[Mapping[str, Any]],
-                        ignore: Iterable[str] = RESUMABLE_FIELDS) -> list[str]:
-  """The fewest keys whose values tell the settings apart, in first-seen order.
-
-  Keys that are equal everywhere, or that do not change results (``ignore``), are
-  left out; so is a key determined by the others, such as the
-  ``norm_options.bn.unbiased=True`` that always accompanies ``batch_size=4``.
-  """
-  ignore = tuple(ignore)
-  keys: list[str] = []
-  for s in settings:
-    keys += [k for k in s if k not in keys and not _ignored(k, ignore)]
-  varying = [k for k in keys if len({_hashable(s.get(k)) for s in settings}) > 1]
-
-  def distinct(ks):
-    return len({tuple(_hashable(s.get(k)) for k in ks) for s in settings})
-
-  needed = distinct(varying)
-  for k in reversed(list(varying)):  # Drop later-mentioned keys first.
-    rest = [x for x in varying if x != k]
-    if distinct(rest) == needed:
-      varying = rest
-  return varying
-
-
-def _hashable(value: Any) -> Any:
-  return tuple(value) if isinstance(value, list) else value
-
-
-def setting_name(setting: Mapping[str, Any], keys: Sequence[str]) -> str:
-  return ",".join(f"{k}={_format_value(setting.get(k))}" for k in keys)
-
-
-def _format_value(value: Any) -> str:
-  if isinstance(value, (list, tuple)):
-    return "-".join(_format_value(v) for v in value)
-  return str(value)
-
-
 def _safe_dirname(name: str) -> str:
   return re.sub(r"[^A-Za-z0-9=,._+-]", "_", name) or "run"
 
@@ -150,36 +107,9 @@ def make_members(grid: Sequence[Mapping[str, str]], workdir: str) -> list[Member
 # --- state of a member's workdir ----------------------------------------------------------
 
 
-def read_jsonl(path: str) -> list[dict[str, Any]]:
-  if not os.path.exists(path):
-    return []
-  out = []
-  with open(path) as f:
-    for line in f:
-      if line.strip():
-        try:
-          out.append(json.loads(line))
-        except json.JSONDecodeError:  # A line cut short by a kill: ignore it.
-          pass
-  return out
-
-
-def epoch_records(workdir: str) -> list[dict[str, Any]]:
-  """The per-epoch points of ``workdir/metrics.jsonl``, NaN strings made floats."""
-  records = [r for r in read_jsonl(os.path.join(workdir, "metrics.jsonl")) if EPOCH_KEY in r]
-  return [{k: as_number(v) for k, v in r.items()} for r in records]
-
-
-def as_number(value: Any) -> Any:
-  if isinstance(value, str) and value.lower() in ("nan", "inf", "-inf"):
-    return float(value)
-  return value
-
-
-def is_finished(workdir: str, num_epochs: int) -> bool:
-  """True when the run logged its final epoch."""
-  records = epoch_records(workdir)
-  return bool(records) and int(records[-1].get("epoch", 0)) >= num_epochs
+def is_finished(workdir: str, config: Mapping[str, Any]) -> bool:
+  """True when the run trained as long as ``config`` asks (epochs or max_steps)."""
+  return is_complete(config, epoch_records(workdir))
 
 
 def member_config(config_spec: str, member: Member, extra: Mapping[str, str]):
@@ -278,7 +208,7 @@ def run_sweep(config_spec: str, sweep_name: str, workdir: str,
 
   todo, outcomes = [], {}
   for m in members:
-    if is_finished(m.workdir, configs[m.name].num_epochs):
+    if is_finished(m.workdir, configs[m.name]):
       outcomes[m.name] = Outcome(m, "skipped")
       print(f"[sweep {sweep_name}] {m.name}: already finished, skipped.", flush=True)
     else:
@@ -340,8 +270,7 @@ def run_sweep(config_spec: str, sweep_name: str, workdir: str,
     raise Interrupted(f"Sweep {sweep_name} was interrupted; the members that were running "
                       "saved checkpoints. Rerun the same command to resume.")
 
-  summary = summarize(members, {n: c.num_epochs for n, c in configs.items()},
-                      {n: o.status for n, o in outcomes.items()})
+  summary = summarize(members, configs, {n: o.status for n, o in outcomes.items()})
   summary.write(workdir)
   if figures:
     summary.figures = _draw_figures(workdir, configs[members[0].name].get("experiment"))
@@ -373,21 +302,6 @@ def _draw_figures(workdir: str, experiment: str | None) -> list[str]:
 
 
 # --- summary ---------------------------------------------------------------------------
-
-
-def lower_is_better(metric: str) -> bool:
-  return not any(w in metric for w in ("accuracy", "acc", "recall", "r@", "pearson",
-                                       "spearman", "examples_per_sec"))
-
-
-def summary_metrics(records: Sequence[Mapping[str, Any]]) -> list[str]:
-  """The metrics worth a column: the training loss and every evaluated metric."""
-  keys: list[str] = []
-  for r in records:
-    keys += [k for k in r if k not in keys]
-  evaluated = [k for k in keys if "/" in k and k.split("/")[0] not in ("train", "time")]
-  train = [k for k in ("train/loss", "train/nll", "train/error") if k in keys]
-  return train + evaluated
 
 
 def display_metrics(metrics: Sequence[str], limit: int = 4) -> list[str]:
@@ -460,25 +374,23 @@ def _write_csv(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
       w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
 
 
-def _is_seed(key: str) -> bool:
-  return key == "seed" or key.endswith(".seed")
-
-
-def summarize(members: Sequence[Member], num_epochs: Mapping[str, int] | None = None,
+def summarize(members: Sequence[Member], configs: Mapping[str, Mapping[str, Any]] | None = None,
               statuses: Mapping[str, str] | None = None) -> Summary:
-  """Final and best value of each metric per member; mean and spread over seeds."""
-  num_epochs = num_epochs or {}
+  """Final and best value of each metric per member; mean and spread over seeds.
+
+  ``configs`` (member name -> config) tell a finished member from an incomplete one.
+  """
+  configs = configs or {}
   statuses = statuses or {}
   per_member = {m.name: epoch_records(m.workdir) for m in members}
   metrics = summary_metrics([r for rs in per_member.values() for r in rs])
   rows = []
   for m in members:
     records = per_member[m.name]
-    epochs = int(records[-1].get("epoch", 0)) if records else 0
-    target = num_epochs.get(m.name)
-    status = statuses.get(m.name) or ("finished" if target and epochs >= target else
-                                      "incomplete")
-    if status == "finished" and target and epochs < target:
+    epochs = epochs_done(records)
+    complete = m.name in configs and is_complete(configs[m.name], records)
+    status = statuses.get(m.name) or ("finished" if complete else "incomplete")
+    if status == "finished" and m.name in configs and not complete:
       status = "incomplete"
     row = {"member": m.name, "status": status, "epochs": epochs, **m.overrides}
     for metric in metrics:
@@ -492,7 +404,7 @@ def summarize(members: Sequence[Member], num_epochs: Mapping[str, int] | None = 
 
 
 def _group_over_seeds(members, rows, metrics) -> list[dict[str, Any]]:
-  seed_keys = {k for m in members for k in m.overrides if _is_seed(k)}
+  seed_keys = {k for m in members for k in m.overrides if is_seed(k)}
   if not seed_keys or len({tuple(sorted(m.overrides.items())) for m in members}) < 2:
     return []
   settings = [{k: v for k, v in m.overrides.items() if k not in seed_keys} for m in members]
@@ -520,10 +432,8 @@ def _group_over_seeds(members, rows, metrics) -> list[dict[str, Any]]:
 
 def load_members(sweep_dir: str) -> list[Member]:
   """The members recorded in ``sweep_dir/sweep.json``."""
-  path = os.path.join(sweep_dir, SWEEP_FILE)
-  if not os.path.exists(path):
+  record = read_sweep_file(sweep_dir)
+  if record is None:
     raise UserError(f"{sweep_dir} holds no {SWEEP_FILE}: it is not a sweep directory.")
-  with open(path) as f:
-    record = json.load(f)
   return [Member(m["name"], m["overrides"], os.path.join(sweep_dir, m["workdir"]))
           for m in record["members"]]

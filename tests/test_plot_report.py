@@ -12,6 +12,7 @@ from lnorm import plotting
 from lnorm import report
 from lnorm import results
 from lnorm.errors import UserError
+from lnorm.runs import load_runs
 
 
 def fake_run(workdir, config, data, epochs, num_epochs=None):
@@ -51,7 +52,7 @@ def fig6_dir(tmp_path):
 
 
 def test_runs_are_labelled_by_what_differs(fig6_dir):
-  runs = plotting.load_runs([fig6_dir])
+  runs = load_runs([fig6_dir])
   labels = {r.label for r in runs}
   # steps_per_call does not change results and unbiased follows from batch_size.
   assert "norm=bn,batch_size=4" in labels and len(labels) == 7
@@ -62,7 +63,7 @@ def test_epoch_axis_takes_mid_epoch_evaluations_but_not_running_train_losses(tmp
   fake_run(workdir, {}, FULL_MNIST, [{"train/loss": 1.0, "test/error": 0.2}])
   with open(os.path.join(workdir, "metrics.jsonl"), "a") as f:
     f.write(json.dumps({"step": 130, "epoch": 1.3, "test/error": 0.1}) + "\n")
-  (run,) = plotting.load_runs([workdir])
+  (run,) = load_runs([workdir])
   assert run.series("test/error") == ([1.0, 1.3], [0.2, 0.1])
   # The mid-epoch train/loss of 9.0 at epoch 0.5 is a running value: left out.
   assert run.series("train/loss") == ([1.0], [1.0])
@@ -79,7 +80,7 @@ def test_plot_metric_against_step_log_scaled(fig6_dir, tmp_path, capsys):
 
 
 def test_paper_figure_by_name(fig6_dir, tmp_path):
-  paths = plotting.plot_figure("ln-fig6", plotting.load_runs([fig6_dir]),
+  paths = plotting.plot_figure("ln-fig6", load_runs([fig6_dir]),
                                str(tmp_path / "fig6"))
   assert [os.path.basename(p) for p in paths] == ["fig6.png", "fig6.svg"]
   with open(paths[1]) as f:
@@ -89,7 +90,7 @@ def test_paper_figure_by_name(fig6_dir, tmp_path):
 
 
 def test_plot_errors_are_user_errors(fig6_dir, tmp_path):
-  runs = plotting.load_runs([fig6_dir])
+  runs = load_runs([fig6_dir])
   with pytest.raises(UserError, match="Figures: "):
     plotting.plot_figure("ln-fig99", runs, str(tmp_path / "x"))
   with pytest.raises(UserError, match="needs runs of experiment 'draw'"):
@@ -98,7 +99,7 @@ def test_plot_errors_are_user_errors(fig6_dir, tmp_path):
     plotting.plot_metrics(runs, ["test/accuracy"], str(tmp_path / "x"))
   (tmp_path / "empty").mkdir()
   with pytest.raises(UserError, match="No metrics.jsonl"):
-    plotting.load_runs([str(tmp_path / "empty")])
+    load_runs([str(tmp_path / "empty")])
 
 
 def test_report_rows(fig6_dir, tmp_path, capsys):
@@ -119,6 +120,77 @@ def test_report_rows(fig6_dir, tmp_path, capsys):
   assert "Not finished (left out)" in text and "unfinished" in text
 
 
+@pytest.mark.parametrize("max_steps, finished", [(150, True), (200, False)])
+def test_a_run_ended_by_max_steps_mid_epoch(tmp_path, max_steps, finished):
+  """Its last epoch record is the partial epoch 1.5, at step 150."""
+  workdir = str(tmp_path / "run")
+  fake_run(workdir, {"norm": "ln", "batch_size": 128, "max_steps": max_steps},
+           FULL_MNIST, [{"test/error": 0.2, "train/nll": 0.4}], num_epochs=5)
+  with open(os.path.join(workdir, "metrics.jsonl"), "a") as f:
+    f.write(json.dumps({"step": 150, "epoch": 1.5, "time/epoch_seconds": 0.5,
+                        "test/error": 0.1, "train/nll": 0.3}) + "\n")
+  result = report.collect([workdir])
+  assert bool(result.rows) == finished and bool(result.unfinished) != finished
+  if finished:
+    assert {r.epochs for r in result.rows} == {"1.5"}
+    assert {r.measured for r in result.rows if r.metric == "test/error"} == {"0.1"}
+
+
+def test_report_has_updates_to_target_per_batch_size(fig6_dir, capsys):
+  """In fig6_dir the test errors are 0.1 / (epoch + i), i = 0, 1, 2 for none, bn, ln:
+  the baseline's best, 0.05, comes at step 200; bn reaches it at step 100 and ln
+  (0.033) too."""
+  assert cli.main(["report", fig6_dir]) == 0
+  text = capsys.readouterr().out
+  section = text[text.index("## Updates to target"):]
+  for b in (128, 4):
+    heading = f"### perm_mnist, batch_size={b}: test/error against norm=none"
+    assert heading in section
+    table = section[section.index(heading):].split("###")[1]
+    rows = {l.split("|")[1].strip(): [c.strip() for c in l.strip("|").split("|")]
+            for l in table.splitlines() if l.startswith("| norm=")}
+    assert rows["norm=none (baseline)"][4:6] == ["200", "1.00"]
+    assert rows["norm=bn"][2:6] == ["0.03333", "1/1", "100", "0.50"]
+    assert rows["norm=ln"][4:6] == ["100", "0.50"]
+    assert "Target: test/error <= 0.05" in table
+
+
+def test_report_compares_with_bn_where_no_run_is_unnormalized(tmp_path):
+  """The BLN paper's baseline is BN: bn's best test loss is 1.6 (epoch 2); bln has
+  1.5 at epoch 1. Only a norm=bln run of another experiment: no comparison there."""
+  cifar = {"name": "cifar10", "source": "files", "num_examples": {"train": 45000}}
+  for norm, losses in {"bln": (1.5, 1.4), "bn": (1.7, 1.6)}.items():
+    fake_run(str(tmp_path / norm), {"experiment": "bln_cifar", "norm": norm,
+                                    "batch_size": 25}, cifar,
+             [{"test/nll": v, "test/accuracy": 0.4} for v in losses])
+  fake_run(str(tmp_path / "imdb"), {"experiment": "bln_imdb", "norm": "bln"}, {},
+           [{"test/nll": 0.5}])
+  (comparisons,) = report.collect([str(tmp_path)]).comparisons
+  (table,) = comparisons.tables
+  assert (comparisons.experiment, table.metric, table.baseline) == (
+      "bln_cifar", "test/nll", "norm=bn")
+  bln = next(g for g in table.groups if g.setting == "norm=bln")
+  assert table.target == 1.6 and bln.runs[0].step == 100 and bln.runs[0].step_ratio == 0.5
+
+
+def test_plot_marks_the_target_and_the_crossings(fig6_dir, tmp_path):
+  """The dashed line at the baseline's best, a star where each run first reaches it."""
+  runs = [r for r in load_runs([fig6_dir]) if r.config["batch_size"] == 4]
+  fig, ax = plotting._pyplot().subplots()
+  assert plotting._draw(ax, runs, "test/error", "step", False, target="norm=none") == 3
+  (target,) = [l for l in ax.lines if l.get_linestyle() == "--"]
+  assert list(target.get_ydata()) == [0.05, 0.05]
+  stars = sorted((float(l.get_xdata()[0]), float(l.get_ydata()[0]))
+                 for l in ax.lines if l.get_marker() == "*")
+  assert stars == [(100.0, 0.1 / 3), (100.0, 0.1 / 2), (200.0, 0.1 / 2)]  # ln, bn, none.
+  plotting._pyplot().close(fig)
+  out = str(tmp_path / "target")
+  assert cli.main(["plot", fig6_dir, "--metric", "test/error", "--target", "--out", out]) == 0
+  assert os.path.getsize(out + ".png") > 1000
+  with pytest.raises(UserError, match="No run matches --baseline norm=bln"):
+    plotting.plot_metrics(runs, ["test/error"], out, target="norm=bln")
+
+
 def test_report_marks_partial_and_synthetic_data_and_compares_numbers(tmp_path):
   fake_run(str(tmp_path / "embedded"), {"norm": "ln", "batch_size": 128}, EMBEDDED,
            [{"test/error": 0.2, "train/nll": 0.4}])
@@ -126,7 +198,7 @@ def test_report_marks_partial_and_synthetic_data_and_compares_numbers(tmp_path):
            {"name": "cifar10", "source": "synthetic", "synthetic": True,
             "num_examples": {"train": 45000, "validation": 5000}},
            [{"test/error": 0.6, "test/nll": 1.7}, {"test/error": 0.5, "test/nll": 1.6}])
-  rows, _ = report.collect([str(tmp_path)])
+  rows = report.collect([str(tmp_path)]).rows
   embedded = [r for r in rows if r.experiment == "perm_mnist"]
   assert all("PARTIAL (8% of mnist)" in r.data for r in embedded)
   cifar = {r.metric: r for r in rows if r.experiment == "bln_cifar"}

@@ -105,7 +105,7 @@ def test_summary_over_seeds_gives_mean_and_spread(tmp_path):
   for m in members:
     err = finals[m.overrides["norm"]][int(m.overrides["seed"])]
     _fake_run(m.workdir, m.overrides["seed"], [0.5, err - 0.05, err])  # best = err - 0.05
-  summary = sweep_lib.summarize(members, {m.name: 3 for m in members})
+  summary = sweep_lib.summarize(members, {m.name: {"num_epochs": 3} for m in members})
   by_setting = {g["setting"]: g for g in summary.grouped}
   assert set(by_setting) == {"norm=ln", "norm=bn"}
   assert by_setting["norm=ln"]["final test/error mean"] == pytest.approx(0.12)

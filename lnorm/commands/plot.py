@@ -3,6 +3,7 @@
   lnorm plot runs/fig6 --metric train/loss --metric test/error --out runs/fig6/curves
   lnorm plot runs/fig6 --figure ln-fig6 --out figures/ln-fig6
   lnorm plot runs/a runs/b --metric train/loss --x step --log
+  lnorm plot runs/draw --metric test/nll_bound --x step --target norm=none
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="The horizontal axis (default epoch).")
   parser.add_argument("--log", action="store_true", help="Log-scaled vertical axis.")
   parser.add_argument("--title", default="", help="A title above the panels.")
+  parser.add_argument("--target", nargs="?", const="norm=none", default=None,
+                      metavar="FIELD=VALUE[,...]",
+                      help="Draw the baseline's best value (default baseline norm=none) as "
+                      "a dashed line and mark with a star where each run first reaches "
+                      "it, as `lnorm compare` counts it.")
   parser.add_argument("--out", default=None,
                       help="Output path without extension (.png and .svg are written). "
                       "Default: <first path>/figures/<figure or 'curves'>.")
@@ -32,17 +38,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   import os  # pylint: disable=g-import-not-at-top
   from lnorm import plotting  # pylint: disable=g-import-not-at-top  (matplotlib is slow)
+  from lnorm import runs as runs_lib  # pylint: disable=g-import-not-at-top
   if overrides:
     raise UserError("lnorm plot takes no --config.* overrides.")
   if args.figure and args.metric:
     raise UserError("Give either --figure or --metric, not both.")
-  runs = plotting.load_runs(args.paths)
+  runs = runs_lib.load_runs(args.paths)
   out = args.out or os.path.join(args.paths[0], "figures", args.figure or "curves")
   if args.figure:
-    paths = plotting.plot_figure(args.figure, runs, out, x=args.x)
+    paths = plotting.plot_figure(args.figure, runs, out, x=args.x, target=args.target)
   else:
     metrics = args.metric or plotting.default_metrics(runs)
-    paths = plotting.plot_metrics(runs, metrics, out, x=args.x, logy=args.log, title=args.title)
+    paths = plotting.plot_metrics(runs, metrics, out, x=args.x, logy=args.log, title=args.title,
+                                  target=args.target)
   print(f"{len(runs)} runs: {', '.join(r.label for r in runs)}")
   for p in paths:
     print(p)

@@ -1,4 +1,5 @@
-"""``lnorm report``: finished runs under a directory against the published numbers.
+"""``lnorm report``: finished runs under a directory against the published numbers,
+and the updates each normalizer needs to reach the baseline's best (``lnorm compare``).
 
   lnorm report runs/ --out runs/REPORT.md
 """
@@ -19,8 +20,7 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   from lnorm import report  # pylint: disable=g-import-not-at-top
   if overrides:
     raise UserError("lnorm report takes no --config.* overrides.")
-  rows, unfinished = report.collect(args.paths)
-  text = report.markdown(rows, unfinished)
+  text = report.collect(args.paths).markdown()
   print(text, end="")
   if args.out:
     with open(args.out, "w") as f:

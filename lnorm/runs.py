@@ -1,0 +1,326 @@
+"""Run directories as ``lnorm train`` leaves them, read in one place.
+
+A run directory holds ``config.json`` (the flat config and the data record) and
+``metrics.jsonl`` (one JSON record per logged point, each with its ``step``).
+``lnorm plot``, ``lnorm report``, ``lnorm compare`` and sweep summaries all read runs
+through this module; nothing here imports JAX or matplotlib.
+
+The records of a run are of three kinds, told apart by their keys:
+
+- epoch records carry ``time/epoch_seconds`` and the epoch's means of the training
+  metrics, and the evaluations at the epoch's end;
+- mid-epoch evaluations (``eval_every_steps``) carry held-out metrics at a fractional
+  ``epoch``;
+- running training values (``log_every_steps``) carry the mean loss of the last few
+  mini-batches: a noisier quantity than the epoch mean, so :meth:`Run.records` leaves
+  them out of training metrics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+from lnorm.errors import UserError
+from lnorm.training.defaults import RESUMABLE_FIELDS
+
+METRICS_FILE = "metrics.jsonl"
+CONFIG_FILE = "config.json"
+#: Written by ``lnorm sweep``: its members' order and overrides.
+SWEEP_FILE = "sweep.json"
+#: The epoch records in metrics.jsonl are the points that carry this key.
+EPOCH_KEY = "time/epoch_seconds"
+#: Cumulative training wall time (compilation and evaluation excluded) at a record.
+TRAIN_SECONDS_KEY = "time/train_seconds"
+COMPILE_KEY = "time/compile_seconds"
+
+#: Config fields that never explain a difference between runs.
+LABEL_IGNORE = RESUMABLE_FIELDS + ("data.data_dir", "wandb.")
+#: Directories under a run that never hold other runs.
+_NOT_RUNS = ("checkpoints", "wandb", "figures", "images")
+
+
+# --- records ---------------------------------------------------------------------------
+
+
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+  """The records of a JSON-lines file; [] if it does not exist."""
+  if not os.path.exists(path):
+    return []
+  out = []
+  with open(path) as f:
+    for line in f:
+      if line.strip():
+        try:
+          out.append(json.loads(line))
+        except json.JSONDecodeError:  # A line cut short by a kill: ignore it.
+          pass
+  return out
+
+
+def as_number(value: Any) -> Any:
+  """The metrics writer stores non-finite floats as strings: make them floats again."""
+  if isinstance(value, str) and value.lower() in ("nan", "inf", "-inf", "infinity",
+                                                  "-infinity"):
+    return float(value)
+  return value
+
+
+def read_records(workdir: str) -> list[dict[str, Any]]:
+  """Every point of ``workdir/metrics.jsonl``, NaN strings made floats."""
+  return [{k: as_number(v) for k, v in r.items()}
+          for r in read_jsonl(os.path.join(workdir, METRICS_FILE))]
+
+
+def is_epoch_record(record: Mapping[str, Any]) -> bool:
+  return EPOCH_KEY in record
+
+
+def epoch_records(workdir: str) -> list[dict[str, Any]]:
+  """The per-epoch points of ``workdir/metrics.jsonl``, NaN strings made floats."""
+  return [r for r in read_records(workdir) if is_epoch_record(r)]
+
+
+def epochs_done(records: Sequence[Mapping[str, Any]]) -> int | float:
+  """How many epochs the epoch records cover: fractional when ``max_steps`` ended the
+  run inside an epoch, to two decimals."""
+  if not records:
+    return 0
+  epoch = float(records[-1].get("epoch", 0))
+  return int(epoch) if epoch.is_integer() else round(epoch, 2)
+
+
+def read_config(workdir: str) -> dict[str, Any]:
+  """``workdir/config.json`` as written by ``lnorm train``; {} when there is none."""
+  path = os.path.join(workdir, CONFIG_FILE)
+  if not os.path.exists(path):
+    return {}
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except json.JSONDecodeError as e:
+    raise UserError(f"{path} is not valid JSON ({e}); rerun `lnorm train` into "
+                    f"{workdir} to rewrite it, or remove the directory.") from None
+
+
+def train_seconds(records: Sequence[Mapping[str, Any]]) -> list[float | None]:
+  """The cumulative training wall time at each record, None where it is unknown.
+
+  Records written since ``time/train_seconds`` exists carry it. For older runs the
+  time is known at epoch records only: the running sum of the epochs'
+  ``time/epoch_seconds`` minus their ``time/compile_seconds`` (both exclude
+  evaluation), so that the two sources measure the same thing.
+  """
+  out: list[float | None] = []
+  summed = 0.0
+  for r in records:
+    if is_epoch_record(r):
+      summed += _float(r.get(EPOCH_KEY)) - _float(r.get(COMPILE_KEY))
+    if isinstance(r.get(TRAIN_SECONDS_KEY), (int, float)):
+      out.append(float(r[TRAIN_SECONDS_KEY]))
+    else:
+      out.append(summed if is_epoch_record(r) else None)
+  return out
+
+
+def _float(value: Any) -> float:
+  return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+# --- metrics -----------------------------------------------------------------------------
+
+#: Parts of a metric's name that make a larger value better; anything else (error,
+#: loss, nll, bound, kl, mse, rank) is better lower.
+_HIGHER_IS_BETTER = re.compile(
+    r"accuracy|(^|[/_])acc($|_)|recall|r@\d|(^|[/_])r\d+($|_)|pearson|spearman|"
+    r"examples_per_sec|(^|[/_])auc($|_)|(^|[/_])f1($|_)|bleu")
+
+
+def lower_is_better(metric: str) -> bool:
+  """Whether a smaller value of ``metric`` is better, judged by its name."""
+  return not _HIGHER_IS_BETTER.search(metric)
+
+
+def is_training_metric(metric: str) -> bool:
+  return metric.startswith("train/")
+
+
+def metric_names(records: Iterable[Mapping[str, Any]]) -> list[str]:
+  """Every metric the records carry (not ``step`` or ``epoch``), in first-seen order."""
+  keys: list[str] = []
+  for r in records:
+    keys += [k for k in r if k not in keys and k not in ("step", "epoch")]
+  return keys
+
+
+def summary_metrics(records: Sequence[Mapping[str, Any]]) -> list[str]:
+  """The metrics worth a column: the training loss and every evaluated metric."""
+  keys = metric_names(records)
+  evaluated = [k for k in keys if "/" in k and k.split("/")[0] not in ("train", "time")]
+  train = [k for k in ("train/loss", "train/nll", "train/error") if k in keys]
+  return train + evaluated
+
+
+# --- settings and their names --------------------------------------------------------------
+
+
+def _ignored(key: str, ignore: Iterable[str]) -> bool:
+  return any(key == f or (f.endswith(".") and key.startswith(f)) for f in ignore)
+
+
+def is_seed(key: str) -> bool:
+  return key == "seed" or key.endswith(".seed")
+
+
+def distinguishing_keys(settings: Sequence[Mapping[str, Any]],
+                        ignore: Iterable[str] = RESUMABLE_FIELDS) -> list[str]:
+  """The fewest keys whose values tell the settings apart, in first-seen order.
+
+  Keys that are equal everywhere, or that do not change results (``ignore``), are
+  left out; so is a key determined by the others, such as the
+  ``norm_options.bn.unbiased=True`` that always accompanies ``batch_size=4``.
+  """
+  ignore = tuple(ignore)
+  keys: list[str] = []
+  for s in settings:
+    keys += [k for k in s if k not in keys and not _ignored(k, ignore)]
+  varying = [k for k in keys if len({_hashable(s.get(k)) for s in settings}) > 1]
+
+  def distinct(ks):
+    return len({tuple(_hashable(s.get(k)) for k in ks) for s in settings})
+
+  needed = distinct(varying)
+  for k in reversed(list(varying)):  # Drop later-mentioned keys first.
+    rest = [x for x in varying if x != k]
+    if distinct(rest) == needed:
+      varying = rest
+  return varying
+
+
+def _hashable(value: Any) -> Any:
+  return tuple(value) if isinstance(value, list) else value
+
+
+def setting_name(setting: Mapping[str, Any], keys: Sequence[str]) -> str:
+  """``norm=ln,batch_size=4``: the values of ``keys`` in ``setting``."""
+  return ",".join(f"{k}={format_value(setting.get(k))}" for k in keys)
+
+
+def format_value(value: Any) -> str:
+  if isinstance(value, (list, tuple)):
+    return "-".join(format_value(v) for v in value)
+  return str(value)
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Run:
+  """One run directory: its flat config (may be empty), epoch records and all points."""
+  path: str
+  name: str
+  config: dict[str, Any]
+  data: dict[str, Any]
+  epochs: list[dict[str, Any]]
+  points: list[dict[str, Any]]
+  label: str = ""
+  key_order: tuple[str, ...] = ()  # A sweep's override keys, to order labels by.
+
+  def records(self, metric: str) -> list[dict[str, Any]]:
+    """The records that measure ``metric``: for an evaluation metric every point that
+    carries it (mid-epoch evaluations included); for a training metric the epoch
+    records only, since a mid-epoch training value is a running mini-batch mean, a
+    different and noisier quantity than the epoch's."""
+    source = self.epochs if is_training_metric(metric) else self.points
+    return [r for r in source if isinstance(r.get(metric), (int, float))
+            and not isinstance(r.get(metric), bool)]
+
+  def series(self, metric: str, x: str = "epoch") -> tuple[list[float], list[float]]:
+    """(x, y) of ``metric``. Against 'epoch': :meth:`records`, mid-epoch evaluations
+    at their fractional epoch. Against 'step': every point, running training values
+    included."""
+    source = self.records(metric) if x == "epoch" else self.points
+    xs, ys = [], []
+    for r in source:
+      y = r.get(metric)
+      if isinstance(y, (int, float)) and x in r:
+        xs.append(float(r[x]))
+        ys.append(float(y))
+    return xs, ys
+
+
+def find_run_dirs(paths: Sequence[str]) -> list[str]:
+  """Every directory at or under ``paths`` that holds a metrics.jsonl, sorted."""
+  found: list[str] = []
+  for path in paths:
+    if not os.path.isdir(path):
+      raise UserError(f"{path} is not a directory.")
+    if os.path.exists(os.path.join(path, METRICS_FILE)):
+      found.append(path)
+      continue
+    for root, dirs, files in os.walk(path):
+      dirs[:] = sorted(d for d in dirs if d not in _NOT_RUNS)
+      if METRICS_FILE in files:
+        found.append(root)
+  if not found:
+    raise UserError(f"No {METRICS_FILE} found under {', '.join(paths)}.")
+  return found
+
+
+def read_sweep_file(sweep_dir: str) -> dict[str, Any] | None:
+  """``sweep_dir/sweep.json`` (written by ``lnorm sweep``), or None if there is none."""
+  path = os.path.join(sweep_dir, SWEEP_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def _sweep_members(path: str) -> list[dict[str, Any]]:
+  """A sweep directory's members in the sweep's order, which means more than sorting."""
+  try:
+    record = read_sweep_file(path)
+    return list(record["members"]) if record else []
+  except (OSError, KeyError, TypeError, json.JSONDecodeError):
+    return []
+
+
+def load_runs(paths: Sequence[str]) -> list[Run]:
+  """The runs at or under ``paths``, in sweep order where there is one, labelled."""
+  dirs = find_run_dirs(paths)
+  order, key_order = [], []
+  for p in paths:
+    for m in _sweep_members(p):
+      order.append(os.path.join(p, m.get("workdir", "")))
+      key_order += [k for k in m.get("overrides", {}) if k not in key_order]
+  rank = {os.path.abspath(d): i for i, d in enumerate(order)}
+  dirs.sort(key=lambda d: (rank.get(os.path.abspath(d), len(rank)), d))
+  common = os.path.commonpath([os.path.abspath(d) for d in dirs])
+  runs = []
+  for d in dirs:
+    record = read_config(d)
+    points = read_records(d)
+    name = os.path.relpath(os.path.abspath(d), common) if len(dirs) > 1 else os.path.basename(
+        os.path.abspath(d))
+    runs.append(Run(d, name, record.get("config", {}), record.get("data", {}),
+                    [p for p in points if is_epoch_record(p)], points,
+                    key_order=tuple(key_order)))
+  label_runs(runs)
+  return runs
+
+
+def label_runs(runs: Sequence[Run]) -> None:
+  """Labels each run by the config fields that differ between ``runs``."""
+  keys = distinguishing_keys([r.config for r in runs], ignore=LABEL_IGNORE)
+  rank = {k: i for i, k in enumerate(runs[0].key_order)} if runs else {}
+  # A sweep's order, else the config's, with the seed last: "norm=ln,seed=1".
+  keys.sort(key=lambda k: (rank.get(k, len(rank)), is_seed(k)))
+  labels = [setting_name(r.config, keys) for r in runs] if keys else []
+  if not labels or len(set(labels)) < len(runs) or not all(labels):
+    labels = [r.name for r in runs]
+  for r, label in zip(runs, labels):
+    r.label = label
