@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import types
 
 import jax
 import jax.numpy as jnp
@@ -14,20 +15,13 @@ import pytest
 from experiments.draw import model as draw_model
 from experiments.draw.task import bound_metrics
 from lnorm import cli
+from lnorm import config as config_lib
+from lnorm.errors import ConfigError, WorkdirConflictError
 from lnorm.rnn import make_lstm_cell
+from lnorm.training.loop import check_workdir
+from lnorm.training.task import load_task
 from tests.helpers import epoch_records
-
-
-def _numpy_filterbank(g, delta, var, n, size):
-  """The DRAW paper's eq. 19-22 with explicit loops (1-based i and a)."""
-  out = np.zeros((len(g), n, size))
-  for b in range(len(g)):
-    for i in range(1, n + 1):
-      mu = g[b] + (i - n / 2 - 0.5) * delta[b]
-      for a in range(1, size + 1):
-        out[b, i - 1, a - 1] = np.exp(-(a - mu) ** 2 / (2 * var[b]))
-    out[b] /= out[b].sum(axis=-1, keepdims=True) + draw_model.FILTER_EPS
-  return out
+from tests.references import draw_filterbank
 
 
 @pytest.mark.parametrize("n", [1, 2, 5])
@@ -43,9 +37,9 @@ def test_filterbank_matches_numpy(n):
   np.testing.assert_allclose(att["gamma"], np.exp(p[:, 4]), rtol=1e-6)
   fy, fx = draw_model.filters(att, n, 28, 20)
   args = {k: np.asarray(v, np.float64) for k, v in att.items()}
-  np.testing.assert_allclose(fy, _numpy_filterbank(args["gy"], args["delta"], args["var"], n, 28),
+  np.testing.assert_allclose(fy, draw_filterbank(args["gy"], args["delta"], args["var"], n, 28),
                              atol=1e-6)
-  np.testing.assert_allclose(fx, _numpy_filterbank(args["gx"], args["delta"], args["var"], n, 20),
+  np.testing.assert_allclose(fx, draw_filterbank(args["gx"], args["delta"], args["var"], n, 20),
                              atol=1e-6)
   # Read and write are F_y x F_x^T and F_y^T w F_x.
   image = rng.random((3, 28, 20)).astype(np.float32)
@@ -126,6 +120,46 @@ def test_parameter_count_of_the_paper_model():
   for norm in ("ln_cell", "wn", "ln"):
     assert _count(norm) == _expected(norm), norm
   assert _count("none", attention=False) == _expected("none", read_in=2 * 784, write_out=784)
+
+
+@pytest.mark.parametrize("norm", ["none", "wn", "ln_cell"])
+def test_cpu_scale_keeps_draws_structure(norm):
+  """scale=cpu reaches the model as a smaller DRAW with both attentions: the exact
+  parameter count of 16 glimpses of 128-unit LSTMs, latent 16, 2x2 read, 5x5 write."""
+  config = config_lib.load_config(f"configs/draw.py:norm={norm},scale=cpu")
+  assert config.scale == "cpu" and config.attention
+  assert (config.read_n, config.write_n) == (2, 5)
+  model = load_task(config).build_model(types.SimpleNamespace(info={}))
+  assert (model.num_glimpses, model.hidden_size, model.latent_size) == (16, 128, 16)
+  assert (model.read_n, model.write_n) == (2, 5)
+  x = jnp.zeros((2, 28, 28))
+  shapes = jax.eval_shape(lambda: model.init(
+      {"params": jax.random.key(0), "sample": jax.random.key(1)}, x, train=True))
+  count = sum(leaf.size for leaf in jax.tree.leaves(shapes["params"]))
+  assert count == _expected(norm, h=128, z=16)
+  if norm == "none":
+    assert count == 218_563
+  # It trains for a fixed number of updates and evaluates along the way.
+  assert config.max_steps > 0 and 0 < config.eval_every_steps < config.max_steps
+
+
+def test_workdir_from_before_scale_existed_resumes(tmp_path):
+  """``scale`` only names a setting: a run recorded without it resumes, while a
+  different scale conflicts through the fields it changes."""
+  paper = config_lib.load_config("configs/draw.py:norm=none")
+  flat = config_lib.to_flat_dict(paper)
+  del flat["scale"]
+  with open(tmp_path / "config.json", "w") as f:
+    json.dump({"config": flat}, f, default=str)
+  check_workdir(str(tmp_path), paper)
+  cpu = config_lib.load_config("configs/draw.py:norm=none,scale=cpu")
+  with pytest.raises(WorkdirConflictError, match="hidden_size: 256 in the workdir, 128 now"):
+    check_workdir(str(tmp_path), cpu)
+
+
+def test_unknown_scale_is_refused():
+  with pytest.raises(ConfigError, match="Unknown scale 'gpu'"):
+    config_lib.load_config("configs/draw.py:scale=gpu")
 
 
 SMOKE = ["--config", "configs/draw.py:norm=ln_cell,smoke=true", "--config.num_glimpses=4"]

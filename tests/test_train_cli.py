@@ -62,6 +62,14 @@ def test_mid_epoch_evaluation_leaves_training_unchanged(tmp_path):
     assert a[key] == b[key], key
 
 
+def _points(workdir):
+  try:
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+      return [json.loads(line) for line in f if line.endswith("\n")]
+  except FileNotFoundError:
+    return []
+
+
 def _wait_for(predicate, timeout=120.0):
   deadline = time.time() + timeout
   while time.time() < deadline:
@@ -73,16 +81,17 @@ def _wait_for(predicate, timeout=120.0):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_resume_after_kill_equals_uninterrupted_run(tmp_path, sig):
-  args = ["train", "--config", SMOKE, *FAST, "--config.num_epochs=3",
-          "--config.checkpoint_every_secs=0.05", "--config.log_every_steps=50"]
+  # 128 hidden units: epochs slow enough (~0.3 s) to be interrupted inside one.
+  args = ["train", "--config", SMOKE, *FAST, "--config.hidden_sizes=128",
+          "--config.num_epochs=3", "--config.checkpoint_every_secs=0.05",
+          "--config.log_every_steps=50"]
   reference = str(tmp_path / "reference")
   assert run_cli(*args, "--workdir", reference) == 0
 
   workdir = str(tmp_path / "interrupted")
   proc = lnorm_subprocess(*args, "--workdir", workdir)
-  # Kill it in the middle of the second epoch.
-  started = _wait_for(lambda: len(epoch_records(workdir)) >= 1)
-  time.sleep(0.3)
+  # Kill it in the middle of the second epoch, as soon as it logged a step there.
+  started = _wait_for(lambda: any(r["step"] > 500 for r in _points(workdir)))
   proc.send_signal(sig)
   _, stderr = proc.communicate(timeout=120)
   assert started, stderr

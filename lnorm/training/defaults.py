@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+from typing import Any, Mapping, Sequence
+
 import ml_collections
 from ml_collections import config_dict
 
-#: Fields that may change when a run resumes: they do not change the results.
+#: Fields that may change when a run resumes: they do not change the results. Raising
+#: num_epochs or max_steps extends a finished run. A config's ``scale`` (paper, cpu)
+#: only names a setting whose fields are compared one by one: a workdir from before the
+#: field existed still resumes.
 RESUMABLE_FIELDS = (
-    "num_epochs", "wandb.", "checkpoint_every_secs", "log_every_steps", "progress_bar",
-    "steps_per_call", "eval_batch_size", "eval_every_steps", "eval_every_splits",
-    "final_eval_splits",
+    "num_epochs", "max_steps", "wandb.", "checkpoint_every_secs", "log_every_steps",
+    "progress_bar", "steps_per_call", "eval_batch_size", "eval_every_steps",
+    "eval_every_splits", "final_eval_splits", "scale",
     "data.data_dir",
 )
 
@@ -20,6 +25,11 @@ def base_config() -> ml_collections.ConfigDict:
   c.experiment = ""  # Which experiments/<name>/task.py runs this config.
   c.seed = 0  # Seeds initialisation, data order and dropout.
   c.num_epochs = 1  # Training epochs.
+  # If > 0, the run's length in updates instead of num_epochs: it ends after max_steps
+  # updates, inside an epoch or past num_epochs, for curves against updates (with
+  # eval_every_steps). A stop inside an epoch ends with a record of the partial epoch
+  # (see lnorm.training.loop).
+  c.max_steps = 0
   c.batch_size = 128  # The global batch size, split over all devices.
   c.eval_batch_size = 1000  # Batch size for evaluation (does not change results).
   c.eval_splits = ("validation", "test")  # Splits evaluated after every epoch.
@@ -60,6 +70,28 @@ def base_config() -> ml_collections.ConfigDict:
   c.wandb.tags = ()
   c.wandb.mode = "auto"  # auto: online with an API key, else offline; or 'disabled'.
   return c
+
+
+def total_steps(config: Mapping[str, Any], steps_per_epoch: int) -> int:
+  """The updates a run of ``config`` trains for: ``max_steps`` if set, else
+  ``num_epochs`` epochs."""
+  max_steps = config.get("max_steps") or 0
+  return max_steps if max_steps > 0 else config.get("num_epochs", 0) * steps_per_epoch
+
+
+def is_complete(config: Mapping[str, Any], epoch_records: Sequence[Mapping[str, Any]]) -> bool:
+  """Whether a run trained as long as ``config`` asks, judged from its epoch records
+  (the points of metrics.jsonl with ``time/epoch_seconds``) alone, without JAX or the
+  data: ``max_steps`` updates when set, else ``num_epochs`` epochs. ``config`` is a
+  ConfigDict or config.json's flat dict. Raising either field makes a complete run
+  incomplete again: rerunning it extends the run."""
+  if not epoch_records:
+    return False
+  last = epoch_records[-1]
+  max_steps = config.get("max_steps") or 0
+  if max_steps > 0:
+    return last.get("step", 0) >= max_steps
+  return last.get("epoch", 0) >= config.get("num_epochs", 0)
 
 
 def norm_options() -> ml_collections.ConfigDict:

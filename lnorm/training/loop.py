@@ -4,6 +4,25 @@ Pure, jitted steps over a TrainState carrying ``batch_stats``; the batch sharded
 all devices; several steps fused into one call when asked; checkpoints at epoch ends,
 every few minutes and on SIGTERM; and exact resumption, because the data order and
 the step RNG depend only on (seed, epoch, step).
+
+What ``metrics.jsonl`` holds (every point has ``step`` and ``time/train_seconds``, the
+wall time spent in training calls since the run began, compilation, evaluation and
+checkpointing excluded, carried across resumes):
+
+- an epoch record at each epoch end, told apart by ``time/epoch_seconds``: the epoch's
+  train means, throughput and norms, and the ``eval_splits`` (plus the
+  ``final_eval_splits`` at the run's end); ``epoch`` is the epoch number;
+- when ``max_steps`` ends the run inside an epoch, the run's last record is an epoch
+  record of that partial epoch: its train means cover the partial epoch's steps, it
+  evaluates the ``eval_splits`` and ``final_eval_splits`` with the population
+  statistics so far (as mid-epoch evaluations do), and its ``epoch`` is fractional
+  (step / steps_per_epoch). The checkpoint saved with it is mid-epoch, so raising
+  ``max_steps`` later continues that epoch exactly as an uninterrupted run would;
+- mid-epoch evaluations (``eval_every_steps``) and running train losses
+  (``log_every_steps``), with a fractional ``epoch`` and no ``time/epoch_seconds``.
+
+``lnorm.training.defaults.is_complete`` tells from the epoch records whether a run
+reached the length its config asks for.
 """
 
 from __future__ import annotations
@@ -27,10 +46,11 @@ from flax.training import train_state
 from lnorm import config as config_lib
 from lnorm.data import batching
 from lnorm.data.core import Dataset
-from lnorm.errors import DivergenceError, UserError, WorkdirConflictError
+from lnorm.errors import ConfigError, DivergenceError, UserError, WorkdirConflictError
 from lnorm.normalization import finalize_epoch_statistics
 from lnorm.training import parallel
 from lnorm.training.checkpoint import Checkpointer, abstract_like
+from lnorm.training import defaults
 from lnorm.training.defaults import RESUMABLE_FIELDS
 from lnorm.training.metrics_writer import MetricWriter
 from lnorm.training.optim import make_optimizer
@@ -209,10 +229,16 @@ class _SignalGuard:
     return False
 
 
-def _host_init() -> dict[str, Any]:
+def _epoch_bookkeeping() -> dict[str, Any]:
+  """The host-side sums of one epoch, reset at each epoch end."""
   return {"epoch_sums": {}, "epoch_examples": 0, "epoch_seconds": 0.0,
           "timed_examples": 0, "timed_seconds": 0.0, "compile_seconds": 0.0,
           "epoch_norms": {}, "epoch_steps": 0, "norm_samples": 0}
+
+
+def _host_init() -> dict[str, Any]:
+  # train_seconds spans the whole run: the clock `lnorm compare` reads time-to-target on.
+  return {**_epoch_bookkeeping(), "train_seconds": 0.0}
 
 
 def init_train_state(config: ml_collections.ConfigDict, task: Task, model: nn.Module,
@@ -254,7 +280,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   if steps_per_epoch == 0:
     raise UserError(f"The training split has {num_train} examples, fewer than one batch "
                     f"of {config.batch_size}: lower --config.batch_size.")
-  total_steps = steps_per_epoch * config.num_epochs
+  if config.max_steps < 0:
+    raise ConfigError(f"max_steps is {config.max_steps}: use a number of updates, or 0 "
+                      "to train for num_epochs epochs.")
+  total_steps = defaults.total_steps(config, steps_per_epoch)
   model = task.build_model(dataset)
 
   _, train_rng = jax.random.split(jax.random.key(config.seed))
@@ -300,45 +329,54 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         scores.update({f"{split}/{k}": v for k, v in split_scores.items()})
     return scores
 
+  def write(step, metrics):
+    writer.write(step, {**metrics, "time/train_seconds": host["train_seconds"]})
+
   last_metrics: dict[str, float] = {}
   last_save = time.time()
   step = start_step
+  num_epochs = -(-total_steps // steps_per_epoch)
   compiled_sizes: set[int] = set()
   try:
     with _SignalGuard() as signals:
       while step < total_steps:
         epoch = step // steps_per_epoch
         in_epoch = step % steps_per_epoch
-        progress = _progress_bar(config, epoch, steps_per_epoch, in_epoch)
+        # Training in this epoch stops at its end, or earlier at max_steps.
+        stop = min(steps_per_epoch, total_steps - epoch * steps_per_epoch)
+        progress = _progress_bar(config, epoch, num_epochs, steps_per_epoch, in_epoch)
         epoch_start = time.time()
-        while in_epoch < steps_per_epoch:
-          k = min(config.steps_per_call, steps_per_epoch - in_epoch)
+        while in_epoch < stop:
+          k = min(config.steps_per_call, stop - in_epoch)
+          batch_start = time.time()
           chunk = batching.train_chunk(train_arrays, config.batch_size, config.seed, epoch,
                                        in_epoch, k)
           call_start = time.time()
           state, out = train_chunk(state, parallel.shard_batch(chunk, mesh, 1), train_rng)
           out = jax.device_get(out)
-          call_seconds = time.time() - call_start
+          call_end = time.time()
           _check_finite(out, step, epoch, checkpointer.latest_step())
           _accumulate(host, out, k * config.batch_size)
-          # The first call of each chunk size compiles: keep it out of the throughput.
+          # The first call of each chunk size compiles: keep it out of the throughput
+          # and of the training time.
           if k in compiled_sizes:
             host["timed_examples"] += k * config.batch_size
-            host["timed_seconds"] += call_seconds
+            host["timed_seconds"] += call_end - call_start
+            host["train_seconds"] += call_end - batch_start  # Input assembly included.
           else:
             compiled_sizes.add(k)
-            host["compile_seconds"] += call_seconds
+            host["compile_seconds"] += call_end - call_start
           step += k
           in_epoch += k
           if config.log_every_steps and step % config.log_every_steps < k:
-            writer.write(step, {"epoch": step / steps_per_epoch,
-                                "train/loss": float(np.mean(out["loss"]))})
+            write(step, {"epoch": step / steps_per_epoch,
+                         "train/loss": float(np.mean(out["loss"]))})
           if (config.eval_every_steps and step % config.eval_every_steps < k
-              and in_epoch < steps_per_epoch):
+              and in_epoch < stop):
             # Evaluation time is kept out of the epoch's training time.
             host["epoch_seconds"] += time.time() - epoch_start
             scores = evaluate_splits(population_so_far(state), config.eval_every_splits)
-            writer.write(step, {"epoch": step / steps_per_epoch, **scores})
+            write(step, {"epoch": step / steps_per_epoch, **scores})
             logging.info("step %d (epoch %.2f): %s", step, step / steps_per_epoch,
                          _format(scores))
             epoch_start = time.time()
@@ -349,7 +387,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                 ex_per_s=f"{host['timed_examples'] / max(host['timed_seconds'], 1e-9):.0f}")
           if signals.received:
             break
-          if time.time() - last_save > config.checkpoint_every_secs and in_epoch < steps_per_epoch:
+          if time.time() - last_save > config.checkpoint_every_secs and in_epoch < stop:
             host["epoch_seconds"] += time.time() - epoch_start
             epoch_start = time.time()
             checkpointer.save(step, state, host)
@@ -357,27 +395,37 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         if progress is not None:
           progress.close()
         host["epoch_seconds"] += time.time() - epoch_start
-        if signals.received and in_epoch < steps_per_epoch:
+        if signals.received and in_epoch < stop:
           checkpointer.save(step, state, host)
           checkpointer.wait()
           raise Interrupted(
               f"Received {signals.received} at step {step} (epoch {epoch + 1}); saved a "
               f"checkpoint. Rerun the same command to resume from step {step}.")
-        state = end_epoch(state)
-        last_metrics = _epoch_metrics(host, epoch)
+        epoch_done = in_epoch == steps_per_epoch
+        if epoch_done:
+          state = end_epoch(state)
+          evaluated = state
+        else:
+          # max_steps ends the run inside this epoch: evaluate on the population
+          # statistics so far and keep the live state (and the epoch's sums) for a
+          # later, longer run to continue from.
+          evaluated = population_so_far(state)
+        last_metrics = _epoch_metrics(host, epoch + 1 if epoch_done else step / steps_per_epoch)
         splits = tuple(config.eval_splits)
         if step == total_steps:
           splits += tuple(s for s in config.final_eval_splits if s not in splits)
-        last_metrics.update(evaluate_splits(state, splits))
-        extra = task.end_of_epoch(state, workdir, step, writer)
+        last_metrics.update(evaluate_splits(evaluated, splits))
+        extra = task.end_of_epoch(evaluated, workdir, step, writer)
         if extra:
           last_metrics.update(extra)
+        last_metrics["time/train_seconds"] = host["train_seconds"]
         writer.write(step, last_metrics)
-        logging.info("epoch %d: %s", epoch + 1, _format(last_metrics))
-        host = _host_init()
+        logging.info("epoch %.4g: %s", last_metrics["epoch"], _format(last_metrics))
+        if epoch_done:
+          host.update(_epoch_bookkeeping())
         checkpointer.save(step, state, host)
         last_save = time.time()
-        if signals.received:
+        if signals.received and step < total_steps:
           checkpointer.wait()
           raise Interrupted(
               f"Received {signals.received} after epoch {epoch + 1}; saved a checkpoint. "
@@ -391,11 +439,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     writer.close()
 
 
-def _progress_bar(config, epoch, total, initial):
+def _progress_bar(config, epoch, num_epochs, total, initial):
   if not config.progress_bar:
     return None
   from tqdm.auto import tqdm  # pylint: disable=g-import-not-at-top
-  return tqdm(total=total, initial=initial, desc=f"epoch {epoch + 1}/{config.num_epochs}",
+  return tqdm(total=total, initial=initial, desc=f"epoch {epoch + 1}/{num_epochs}",
               unit="step", leave=False, mininterval=1.0)
 
 
@@ -425,10 +473,11 @@ def _accumulate(host: dict[str, Any], out, examples: int) -> None:
   host["epoch_steps"] += len(out["loss"])
 
 
-def _epoch_metrics(host: dict[str, Any], epoch: int) -> dict[str, float]:
+def _epoch_metrics(host: dict[str, Any], epoch: float) -> dict[str, float]:
+  """The epoch record's training part; ``epoch`` is fractional for a partial epoch."""
   n = max(host["epoch_examples"], 1)
   steps = max(host["epoch_steps"], 1)
-  metrics = {"epoch": epoch + 1}
+  metrics = {"epoch": epoch}
   metrics.update({f"train/{k}": v / n for k, v in host["epoch_sums"].items()})
   # The loss is averaged over every step, the norms over the steps that measured them
   # (the last of each fused call).
