@@ -1,11 +1,13 @@
 r"""IMDB sentiment with a two-layer LSTM: BLN paper sec. 4.2 (REFERENCE.md sec. 8).
 
 embedding 512 -> LSTM 128 (all states) -> norm -> LSTM 64 (last state) -> norm ->
-dense 32 tanh -> norm -> 1 logit, the norm one of bln, bn, ln, none; dropout 0.2;
-Adam lr 0.003, binary cross-entropy, 10 epochs, batch size 1 or 25; the 20,000 most
-frequent training words, reviews cut to their last 80 tokens; trained on a seeded
-20% of the 20,000 training reviews left after holding out 5,000 for validation
-(``subset=whole`` for all of them); the full 25,000-review test set.
+dense 32 tanh -> norm -> 1 logit, the norm one of bln, bn, ln, none; both LSTMs with
+the authors' Keras ``dropout=0.2, recurrent_dropout=0.2`` (one mask per review for the
+inputs and one for h, reused at every step); Adam lr 0.003, binary cross-entropy, 10
+epochs, batch size 1 or 25; the 20,000 most frequent training words, reviews cut to
+their last 80 tokens; trained on a seeded 20% of the 20,000 training reviews left after
+holding out 5,000 for validation (``subset=whole`` for all of them); the full
+25,000-review test set.
 
 The paper's claim: BLN beats BN and LN at batch sizes 1 and 25. The authors'
 repository reports test loss / accuracy, 20% subset:
@@ -18,18 +20,37 @@ Reproduce one cell, then BLN's 16-configuration inference search:
       --workdir runs/bln/imdb_bln_b25 --config.data.source=files
   lnorm bln-search --workdir runs/bln/imdb_bln_b25
 
+``padding=keras`` adds the authors' input convention: reviews padded in front and the
+padding run through the LSTMs and the norms unmasked (Keras ``pad_sequences`` and an
+``Embedding`` without ``mask_zero``), so BN's and BLN's statistics see it:
+
+  lnorm train --config configs/bln_imdb.py:norm=bln,batch_size=25,padding=keras \
+      --workdir runs/bln/imdb_bln_b25_keras --config.data.source=files
+
 and the whole comparison with ``lnorm sweep --config configs/bln_imdb.py --sweep paper``.
 """
 
 import ml_collections
 
 from lnorm.config import parse_arg_string
+from lnorm.errors import ConfigError
 from lnorm.training.defaults import base_config, norm_options
+
+#: The ``padding`` config argument: where padding goes and whether the model masks it.
+PADDING = {
+    # Padding after the tokens, kept out of the LSTM states and every statistic.
+    "masked": {"padding": "post", "mask_padding": True},
+    # The authors' Keras code: pad_sequences' default padding in front, and an
+    # Embedding without mask_zero, so the LSTMs and the norms see the padding.
+    "keras": {"padding": "pre", "mask_padding": False},
+}
 
 
 def get_config(arg=None):
   args = parse_arg_string(arg, {"norm": "bln", "batch_size": 25, "subset": "0.2",
-                                "smoke": False})
+                                "padding": "masked", "smoke": False})
+  if args["padding"] not in PADDING:
+    raise ConfigError(f"padding={args['padding']!r}: use one of {', '.join(PADDING)}.")
   c = base_config()
   c.experiment = "bln_imdb"
   c.norm = args["norm"]  # bln | bn | ln | none
@@ -53,7 +74,21 @@ def get_config(arg=None):
   c.model.embed_size = 512
   c.model.lstm_sizes = (128, 64)  # The first returns all states, the second its last.
   c.model.hidden_size = 32  # The tanh dense layer before the logit.
-  c.model.dropout = 0.2  # On both LSTMs' inputs (Keras LSTM(dropout=0.2)).
+  # Both LSTMs are Keras's LSTM(dropout=0.2, recurrent_dropout=0.2): dropout on the
+  # inputs, recurrent_dropout on h before W_h, in training only.
+  c.model.dropout = 0.2
+  c.model.recurrent_dropout = 0.2
+  # How `dropout` draws its masks: 'per_sequence', one mask per review reused at
+  # every step (Keras; recurrent_dropout always works so), or 'per_step', a fresh
+  # mask at every step and feature. The IMDB tables of docs/results.md written before
+  # recurrent dropout existed (batch 25 and batch 1, 10 epochs) used 'per_step' with
+  # recurrent_dropout=0 and masked padding; reproduce them with
+  # --config.model.dropout_mask=per_step --config.model.recurrent_dropout=0.
+  c.model.dropout_mask = "per_sequence"
+  # True: a sequence mask keeps padding out of the LSTM states and of every norm's
+  # statistics. False: all max_length steps run through the LSTMs and the norms, the
+  # final state is the last step's (needs padding='pre' to end on a real token).
+  c.model.mask_padding = PADDING[args["padding"]]["mask_padding"]
   c.model.forget_bias = 1.0  # Keras's unit_forget_bias.
 
   c.data.name = "imdb"
@@ -62,7 +97,8 @@ def get_config(arg=None):
   c.data.subset_fraction = 1.0 if args["subset"] == "whole" else float(args["subset"])
   c.data.vocab_size = 20000  # The most frequent training words (+ pad and OOV ids).
   c.data.max_length = 80  # Longer reviews keep their last 80 tokens (Keras's default).
-  c.data.padding = "post"  # Padding after the tokens, masked everywhere.
+  # 'post': padding after the tokens (masked); 'pre': in front (Keras's default).
+  c.data.padding = PADDING[args["padding"]]["padding"]
   c.data.seed = 0  # Seeds the hold-out and the subset.
 
   if args["smoke"]:

@@ -1,4 +1,5 @@
-"""The BLN experiments' networks: exact parameter counts and the norm axes."""
+"""The BLN experiments' networks: exact parameter counts, the norm axes, and the IMDB
+model's dropout and padding conventions."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from configs import bln_imdb as imdb_config
 from experiments.bln_cifar.task import conv_axes
 from experiments.bln_imdb.model import SentimentRNN
+from experiments.bln_imdb.task import Task as ImdbTask
+from lnorm.data import imdb
+from lnorm.errors import ConfigError
 from lnorm.models import LeNet
 from lnorm.normalization import make_norm
 
@@ -107,3 +112,115 @@ def test_sentiment_rnn_is_finite_at_batch_size_one_with_padding():
 
   grads = jax.grad(loss)(variables["params"])
   assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(grads))
+
+
+# --- IMDB: the authors' dropout and padding conventions -------------------------------
+
+TINY = dict(vocab_size=30, embed_size=6, lstm_sizes=(5, 3), hidden_size=4)
+
+
+def tiny_rnn(norm="bln", **kw):
+  return SentimentRNN(norm=make_norm(norm, {}), **{**TINY, **kw})
+
+
+def init_tiny(model, tokens, lengths):
+  return model.init({"params": jax.random.key(0), "dropout": jax.random.key(1)},
+                    tokens, lengths, train=True)
+
+
+def train_logits(model, variables, tokens, lengths, key=2):
+  return model.apply(variables, tokens, lengths, train=True, mutable=["batch_stats"],
+                     rngs={"dropout": jax.random.key(key)})[0]
+
+
+def test_authors_dropout_is_in_both_lstms_and_only_in_training():
+  tokens = jnp.array([[3, 4, 5, 6, 7], [8, 9, 2, 0, 0]], jnp.int32)
+  lengths = jnp.array([5, 3])
+  model = tiny_rnn()
+  assert (model.dropout, model.recurrent_dropout, model.dropout_mask) == (
+      0.2, 0.2, "per_sequence")
+  variables = init_tiny(model, tokens, lengths)
+  no_dropout = model.clone(dropout=0.0, recurrent_dropout=0.0)
+  plain = train_logits(no_dropout, variables, tokens, lengths)
+  assert not np.allclose(train_logits(model, variables, tokens, lengths), plain)
+  # Each rate on its own changes the training output ...
+  for rates in ({"dropout": 0.0}, {"recurrent_dropout": 0.0}):
+    one = model.clone(**rates)
+    assert not np.allclose(train_logits(one, variables, tokens, lengths), plain)
+  # ... and in evaluation nothing is dropped.
+  np.testing.assert_array_equal(model.apply(variables, tokens, lengths),
+                                no_dropout.apply(variables, tokens, lengths))
+
+
+def test_left_padding_puts_the_tokens_at_the_end():
+  config = {"synthetic_size": 8, "vocab_size": 50, "max_length": 12, "seed": 0}
+  post = imdb.load_synthetic({**config, "padding": "post"}, False).splits["train"]
+  pre = imdb.load_synthetic({**config, "padding": "pre"}, False).splits["train"]
+  np.testing.assert_array_equal(pre["length"], post["length"])
+  assert np.any(post["length"] < 12)
+  for p, q, n in zip(pre["tokens"], post["tokens"], post["length"]):
+    np.testing.assert_array_equal(p[12 - n:], q[:n])     # the same tokens, at the end
+    np.testing.assert_array_equal(p[:12 - n], 0)        # the padding in front
+    assert np.all(p[12 - n:] != 0)
+
+
+@pytest.mark.parametrize("norm", ["bln", "bn"])
+def test_unmasked_padding_runs_through_the_lstms_and_norms(norm):
+  # Three reviews: a norm over a batch of two maps any pair to about (+1, -1).
+  reviews = [[3, 4, 5], [6, 7, 8, 9, 2, 3], [10, 11, 12, 13]]
+  right = jnp.array([r + [0] * (6 - len(r)) for r in reviews], jnp.int32)
+  left = jnp.array([[0] * (6 - len(r)) + r for r in reviews], jnp.int32)
+  lengths = jnp.array([len(r) for r in reviews])
+  masked = tiny_rnn(norm, dropout=0.0, recurrent_dropout=0.0)
+  unmasked = masked.clone(mask_padding=False)
+  variables = init_tiny(masked, right, lengths)
+  # Unmasked, the lengths are ignored: every step is a real step, padding included.
+  np.testing.assert_allclose(
+      train_logits(unmasked, variables, left, lengths),
+      train_logits(masked, variables, left, jnp.array([6, 6, 6])), rtol=1e-5, atol=1e-6)
+  # The padding reaches the LSTM states and the norms' statistics: the logits differ
+  # from the masked model's for every review (the second has no padding, but the batch
+  # statistics mixed in the others' padded steps).
+  want = train_logits(masked, variables, right, lengths)
+  got = train_logits(unmasked, variables, left, lengths)
+  assert np.all(np.abs(np.asarray(got) - np.asarray(want)) > 1e-4)
+  # Masked, the padded steps are ignored: other tokens there leave the logits as they
+  # were; unmasked, they change them.
+  garbage = jnp.where(right == 0, 17, right)
+  np.testing.assert_allclose(train_logits(masked, variables, garbage, lengths), want,
+                             rtol=1e-5, atol=1e-6)
+  assert not np.allclose(train_logits(unmasked, variables, garbage, lengths),
+                         train_logits(unmasked, variables, right, lengths))
+
+
+def test_imdb_config_conventions():
+  keras = imdb_config.get_config("padding=keras")
+  assert (keras.data.padding, keras.model.mask_padding) == ("pre", False)
+  masked = imdb_config.get_config()
+  assert (masked.data.padding, masked.model.mask_padding) == ("post", True)
+  assert (masked.model.dropout, masked.model.recurrent_dropout,
+          masked.model.dropout_mask) == (0.2, 0.2, "per_sequence")
+  with pytest.raises(ConfigError, match="padding='pre'.*mask_padding=False"):
+    bad = imdb_config.get_config()
+    bad.data.padding = "pre"
+    ImdbTask(bad)
+  with pytest.raises(ConfigError, match="per_sequence, per_step"):
+    bad = imdb_config.get_config()
+    bad.model.dropout_mask = "per_review"
+    ImdbTask(bad)
+  with pytest.raises(ConfigError, match="padding='left'"):
+    imdb_config.get_config("padding=left")
+
+
+def test_imdb_runs_from_before_recurrent_dropout_rebuild_their_model():
+  # config.json of the earlier runs has none of the new model fields.
+  old = imdb_config.get_config("smoke=True")
+  for name in ("recurrent_dropout", "dropout_mask", "mask_padding"):
+    del old.model[name]
+
+  class Data:
+    info = {"vocab_size": 100}
+
+  model = ImdbTask(old).build_model(Data())
+  assert (model.dropout, model.recurrent_dropout, model.dropout_mask,
+          model.mask_padding) == (0.2, 0.0, "per_step", True)

@@ -6,10 +6,12 @@
 
 Variant names: LSTM ``none``, ``ln``, ``ln_cell``, ``bn``, ``wn``; GRU ``none``,
 ``ln``, ``wn``. Recurrent BN keeps its per-step population statistics in the
-``batch_stats`` collection (pass ``mutable=['batch_stats']`` in training).
+``batch_stats`` collection (pass ``mutable=['batch_stats']`` in training). Keras's
+per-sequence dropout of x and h works with every variant:
+``make_lstm_cell('ln', dropout=0.2, recurrent_dropout=0.2)`` (needs a 'dropout' rng).
 """
 
-from lnorm.rnn.cells import CellNorms, GRUCell, LSTMCell
+from lnorm.rnn.cells import CellNorms, DropoutMasks, GRUCell, LSTMCell
 from lnorm.rnn.norms import StepBatchNorm, StepIdentity, StepLayerNorm
 from lnorm.rnn.sequence import (
     RNNOutput, RecurrentLayer, flip_sequences, masked_mean, sequence_mask)
@@ -17,8 +19,8 @@ from lnorm.rnn.variants import (
     DEFAULT_OPTIONS, GRU_VARIANTS, LSTM_VARIANTS, make_gru_cell, make_lstm_cell)
 
 __all__ = [
-    "CellNorms", "DEFAULT_OPTIONS", "GRUCell", "GRU_VARIANTS", "LSTMCell",
-    "LSTM_VARIANTS", "RNNOutput", "RecurrentLayer", "StepBatchNorm", "StepIdentity",
-    "StepLayerNorm", "flip_sequences", "make_gru_cell", "make_lstm_cell",
-    "masked_mean", "sequence_mask",
+    "CellNorms", "DEFAULT_OPTIONS", "DropoutMasks", "GRUCell", "GRU_VARIANTS",
+    "LSTMCell", "LSTM_VARIANTS", "RNNOutput", "RecurrentLayer", "StepBatchNorm",
+    "StepIdentity", "StepLayerNorm", "flip_sequences", "make_gru_cell",
+    "make_lstm_cell", "masked_mean", "sequence_mask",
 ]

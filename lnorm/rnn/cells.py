@@ -2,13 +2,13 @@
 
 Each cell splits its work in two, as the LN paper's reference code did:
 
-* ``project(x, *, train, mask)``: everything that does not depend on the state,
-  W_x x, its normalizer and the bias, for all time steps in one matmul. ``x`` is
-  time-major ``[T, B, I]``.
-* ``__call__(carry, inputs, *, train)``: one step of the recurrence, where
-  ``inputs = (projected_t, step, mask_t)`` is one time step of ``project``'s output,
-  the integer time index (recurrent BN keeps statistics per step) and a ``[B]``
-  mask (BN keeps padded examples out of its batch statistics).
+* ``project(x, *, train, mask, dropout_mask)``: everything that does not depend on
+  the state, W_x x, its normalizer and the bias, for all time steps in one matmul.
+  ``x`` is time-major ``[T, B, I]``.
+* ``__call__(carry, inputs, *, train, recurrent_mask)``: one step of the recurrence,
+  where ``inputs = (projected_t, step, mask_t)`` is one time step of ``project``'s
+  output, the integer time index (recurrent BN keeps statistics per step) and a
+  ``[B]`` mask (BN keeps padded examples out of its batch statistics).
 
 Keeping the state-independent half out of the scan is the main speed lever: the
 recurrence then holds one ``[B, H] @ [H, 4H]`` matmul plus elementwise work.
@@ -17,13 +17,21 @@ recurrence then holds one ``[B, H] @ [H, 4H]`` matmul plus elementwise work.
 The variant enters through :class:`CellNorms`: which linear map (plain or weight
 normalized) and which normalizer for W_x x, W_h h and c. Equations: REFERENCE.md
 sec. 4 (LN paper appendix), Cooijmans et al. 2016 for recurrent BN.
+
+Dropout is Keras's ``LSTM(dropout, recurrent_dropout)``, the variational dropout of
+Gal & Ghahramani 2016: in training, x is multiplied by one mask before W_x and h by
+another before W_h, each drawn once per sequence (``dropout_masks``) and reused at
+every step. One mask per input serves all gates, as in Keras's default
+``implementation=2``, which also multiplies x and h before one concatenated matmul
+(Keras's ``implementation=1`` draws one mask per gate). Inverted dropout: kept
+entries are scaled by 1/(1 - rate), so evaluation needs no rescaling.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -54,8 +62,55 @@ class CellNorms:
   input_norm_has_bias: bool = False
 
 
+class DropoutMasks(NamedTuple):
+  """One sequence's dropout masks (0 or 1/(1 - rate)); None when nothing is dropped."""
+
+  inputs: jax.Array | None  # [*batch, I], multiplies x before W_x at every step
+  state: jax.Array | None  # [*batch, H], multiplies h before W_h at every step
+
+
+def _check_rates(cell) -> None:
+  for field in ("dropout", "recurrent_dropout"):
+    rate = getattr(cell, field)
+    if not 0.0 <= rate < 1.0:
+      raise ValueError(f"{type(cell).__name__}.{field}={rate}: a dropout rate must be in "
+                       "[0, 1).")
+
+
+def _dropout_mask(cell: nn.Module, rate: float, shape, train: bool):
+  if not train or rate == 0.0:
+    return None
+  keep = jax.random.bernoulli(cell.make_rng("dropout"), 1.0 - rate, shape)
+  return keep.astype(jnp.float32) / (1.0 - rate)
+
+
+def _dropout_masks(cell, input_shape, train: bool) -> DropoutMasks:
+  batch = tuple(input_shape[:-1])
+  return DropoutMasks(
+      _dropout_mask(cell, cell.dropout, batch + tuple(input_shape[-1:]), train),
+      _dropout_mask(cell, cell.recurrent_dropout, batch + (cell.hidden_size,), train))
+
+
+def _apply_mask(x, mask, rate: float, train: bool, what: str):
+  """``x * mask``; an error when the cell drops ``what`` in training but got no mask
+  (a per-step draw would silently become a different kind of dropout)."""
+  if mask is None:
+    if train and rate > 0.0:
+      raise ValueError(
+          f"The cell drops {what} (rate {rate}) in training but was given no mask: draw "
+          "the masks once per sequence with cell.dropout_masks(...) and pass them to "
+          "every step, or run the cell through RecurrentLayer, which does.")
+    return x
+  return x * mask.astype(x.dtype)
+
+
 def _time_steps(x: jax.Array) -> jax.Array:
   return jnp.arange(x.shape[0], dtype=jnp.int32)
+
+
+def _over_time(mask):
+  """A per-sequence mask ``[B, I]`` for time-major inputs ``[T, B, I]``."""
+  return None if mask is None else mask[None]
 
 
 def _check_time_major(x: jax.Array, what: str) -> None:
@@ -70,6 +125,7 @@ class LSTMCell(nn.RNNCellBase):
   ``(f, i, o, g) = N_h(W_h h) + N_x(W_x x) + b``,
   ``c = sigmoid(f) c_prev + sigmoid(i) tanh(g)``, ``h = sigmoid(o) tanh(N_c(c))``,
   carrying the un-normalized c (REFERENCE.md sec. 4). The carry is ``(c, h)``.
+  With dropout, x and h are multiplied by their per-sequence masks before W_x and W_h.
   """
 
   hidden_size: int
@@ -78,8 +134,11 @@ class LSTMCell(nn.RNNCellBase):
   kernel_init: Initializer = nn.initializers.lecun_normal()
   recurrent_kernel_init: Initializer = nn.initializers.orthogonal()
   carry_init: Initializer = nn.initializers.zeros
+  dropout: float = 0.0  # Keras's dropout: on x, in training (see the module doc).
+  recurrent_dropout: float = 0.0  # Keras's recurrent_dropout: on h before W_h.
 
   def setup(self):
+    _check_rates(self)
     h4 = 4 * self.hidden_size
     self.input_proj = self.norms.dense(h4, use_bias=False, kernel_init=self.kernel_init,
                                        name="input_proj")
@@ -96,16 +155,28 @@ class LSTMCell(nn.RNNCellBase):
     # Gate order (f, i, o, g): only the forget block starts at forget_bias.
     return jnp.zeros(shape, dtype).at[:self.hidden_size].set(self.forget_bias)
 
-  def project(self, x, *, train: bool = False, mask=None):
-    """``N_x(W_x x) + b`` for all steps: ``[T, B, I] -> [T, B, 4H]``."""
+  def dropout_masks(self, input_shape, *, train: bool = False) -> DropoutMasks:
+    """The masks of one sequence of inputs ``[*batch, I]`` (a 'dropout' rng in
+    training): draw them once, pass them to ``project`` and to every step."""
+    return _dropout_masks(self, input_shape, train)
+
+  def project(self, x, *, train: bool = False, mask=None, dropout_mask=None):
+    """``N_x(W_x x) + b`` for all steps: ``[T, B, I] -> [T, B, 4H]``.
+
+    ``dropout_mask``: ``[B, I]``, the sequence's ``dropout_masks().inputs``.
+    """
     _check_time_major(x, "LSTMCell")
+    x = _apply_mask(x, _over_time(dropout_mask), self.dropout, train, "its inputs")
     wx = self.input_norm(self.input_proj(x), train=train, step=_time_steps(x), mask=mask)
     return wx + self.bias.astype(wx.dtype)[None, None, :]
 
-  def __call__(self, carry, inputs, *, train: bool = False):
+  def __call__(self, carry, inputs, *, train: bool = False, recurrent_mask=None):
+    """One step; ``recurrent_mask``: ``[B, H]``, the sequence's
+    ``dropout_masks().state``."""
     c, h = carry
     gates_x, step, mask = inputs
-    wh = self.hidden_norm(self.hidden_proj(h), train=train, step=step, mask=mask)
+    h_in = _apply_mask(h, recurrent_mask, self.recurrent_dropout, train, "its state")
+    wh = self.hidden_norm(self.hidden_proj(h_in), train=train, step=step, mask=mask)
     f, i, o, g = jnp.split(wh + gates_x, 4, axis=-1)
     c = nn.sigmoid(f) * c + nn.sigmoid(i) * jnp.tanh(g)
     h = nn.sigmoid(o) * jnp.tanh(self.cell_norm(c, train=train, step=step, mask=mask))
@@ -138,6 +209,8 @@ class GRUCell(nn.RNNCellBase):
   W_x and W share one input matmul ([I, 3H]) and W_h and U one recurrent matmul
   ([H, 3H]); N1..N4 are four separate normalizers. Without a biased input
   normalizer the input projection carries the biases b (gates) and b_x (candidate).
+  With dropout, x and h are multiplied by their per-sequence masks before the input
+  and the recurrent matmul; the update ``(1 - z) h_prev`` uses the undropped h.
   """
 
   hidden_size: int
@@ -145,8 +218,11 @@ class GRUCell(nn.RNNCellBase):
   kernel_init: Initializer = nn.initializers.lecun_normal()
   recurrent_kernel_init: Initializer = nn.initializers.orthogonal()
   carry_init: Initializer = nn.initializers.zeros
+  dropout: float = 0.0  # Keras's dropout: on x, in training (see the module doc).
+  recurrent_dropout: float = 0.0  # Keras's recurrent_dropout: on h before W_h, U.
 
   def setup(self):
+    _check_rates(self)
     h3 = 3 * self.hidden_size
     self.input_proj = self.norms.dense(h3, use_bias=not self.norms.input_norm_has_bias,
                                        kernel_init=self.kernel_init, name="input_proj")
@@ -158,9 +234,14 @@ class GRUCell(nn.RNNCellBase):
     self.hidden_gate_norm = self.norms.hidden_norm(name="hidden_gate_norm")
     self.hidden_candidate_norm = self.norms.hidden_norm(name="hidden_candidate_norm")
 
-  def project(self, x, *, train: bool = False, mask=None):
+  def dropout_masks(self, input_shape, *, train: bool = False) -> DropoutMasks:
+    """The masks of one sequence of inputs ``[*batch, I]`` (see LSTMCell)."""
+    return _dropout_masks(self, input_shape, train)
+
+  def project(self, x, *, train: bool = False, mask=None, dropout_mask=None):
     """``[N2(W_x x), N3(W x)]`` for all steps: ``[T, B, I] -> [T, B, 3H]``."""
     _check_time_major(x, "GRUCell")
+    x = _apply_mask(x, _over_time(dropout_mask), self.dropout, train, "its inputs")
     steps = _time_steps(x)
     wx = self.input_proj(x)
     gates, candidate = jnp.split(wx, [2 * self.hidden_size], axis=-1)
@@ -168,11 +249,12 @@ class GRUCell(nn.RNNCellBase):
     candidate = self.input_candidate_norm(candidate, train=train, step=steps, mask=mask)
     return jnp.concatenate([gates, candidate], axis=-1)
 
-  def __call__(self, carry, inputs, *, train: bool = False):
+  def __call__(self, carry, inputs, *, train: bool = False, recurrent_mask=None):
     h = carry
     projected, step, mask = inputs
     gates_x, candidate_x = jnp.split(projected, [2 * self.hidden_size], axis=-1)
-    wh = self.hidden_proj(h)
+    wh = self.hidden_proj(
+        _apply_mask(h, recurrent_mask, self.recurrent_dropout, train, "its state"))
     gates_h, candidate_h = jnp.split(wh, [2 * self.hidden_size], axis=-1)
     gates_h = self.hidden_gate_norm(gates_h, train=train, step=step, mask=mask)
     candidate_h = self.hidden_candidate_norm(candidate_h, train=train, step=step,

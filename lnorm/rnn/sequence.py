@@ -4,7 +4,9 @@
 works time-major inside. Per layer and direction it calls the cell's ``project``
 once for all time steps (one matmul outside the recurrence) and scans only the
 recurrent half. Padded steps keep the previous state, so the scan's final carry is
-the state at each sequence's true length; padded outputs are zero.
+the state at each sequence's true length; padded outputs are zero. A cell with
+``dropout``/``recurrent_dropout`` gets its two masks drawn once per sequence, here,
+outside the scan: every step reuses them.
 """
 
 from __future__ import annotations
@@ -59,9 +61,11 @@ class RNNOutput(NamedTuple):
   mask: jax.Array
 
 
-def _scan_step(cell, carry, xs, *, train: bool, keep_padded_state: bool):
+def _scan_step(cell, carry, xs, *, train: bool, keep_padded_state: bool,
+               recurrent_mask):
   projected, step, mask = xs
-  new_carry, y = cell(carry, (projected, step, mask), train=train)
+  new_carry, y = cell(carry, (projected, step, mask), train=train,
+                      recurrent_mask=recurrent_mask)
   if keep_padded_state:
     keep = mask[:, None]
     new_carry = jax.tree.map(lambda new, old: jnp.where(keep, new, old), new_carry, carry)
@@ -80,7 +84,9 @@ class RecurrentLayer(nn.Module):
       the batch) instead of starting from zeros.
     num_layers: stacked layers; layer l+1 reads layer l's outputs.
     dropout: dropout rate on the outputs of every layer but the last, in training
-      (needs a 'dropout' rng).
+      (needs a 'dropout' rng), a fresh mask per step. The per-sequence dropout of
+      the inputs and states is the cell's (``make_lstm_cell(..., dropout=,
+      recurrent_dropout=)``).
     unroll: time steps per scan iteration (``lax.scan(unroll=...)``).
   """
 
@@ -131,15 +137,20 @@ class RecurrentLayer(nn.Module):
         inputs = flip_sequences(h_tm, lengths) if backward and padded else (
             h_tm[::-1] if backward else h_tm)
         carry = self._initial_carry(cell, name, inputs.shape[1:], initial_carry)
-        projected = cell.project(inputs, train=train, mask=mask_tm if padded else None)
+        dropout = cell.dropout_masks(inputs.shape[1:], train=train)
+        projected = cell.project(inputs, train=train, mask=mask_tm if padded else None,
+                                 dropout_mask=dropout.inputs)
         step_mask = mask_tm if padded else jnp.ones((steps, batch), bool)
         if self.is_initializing():
           # Variables carried through the scan (recurrent BN statistics) must exist
           # before it starts: create them with one step outside the loop.
-          cell(carry, (projected[0], jnp.int32(0), step_mask[0]), train=train)
+          cell(carry, (projected[0], jnp.int32(0), step_mask[0]), train=train,
+               recurrent_mask=dropout.state)
         scan = nn.scan(
+            # The state mask is closed over: one per sequence, the same at every step.
             lambda c, carry, xs: _scan_step(c, carry, xs, train=train,
-                                            keep_padded_state=padded),
+                                            keep_padded_state=padded,
+                                            recurrent_mask=dropout.state),
             # Statistics being updated travel with the carry; read-only ones
             # (inference) are broadcast like the parameters.
             variable_broadcast=["params"] + ([] if stats_mutable else ["batch_stats"]),

@@ -82,7 +82,8 @@ def make_lstm_cell(variant: str = "none", **options) -> CellFactory:
   """``factory(hidden_size, name=...) -> LSTMCell`` for one of LSTM_VARIANTS.
 
   ``options``: any of DEFAULT_OPTIONS, plus the LSTMCell fields ``forget_bias``,
-  ``kernel_init``, ``recurrent_kernel_init``, ``carry_init``.
+  ``kernel_init``, ``recurrent_kernel_init``, ``carry_init``, ``dropout`` and
+  ``recurrent_dropout`` (Keras's per-sequence masks on x and h, in training).
   """
   norm_opts, cell_opts = _split(options)
   _check_fields(LSTMCell, cell_opts, "LSTM")
