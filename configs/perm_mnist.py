@@ -75,5 +75,11 @@ def get_sweep(name=None):
       "figure6": figure6,  # The same grid under the figure's name.
       # LN vs BN at batch 128 over three seeds: mean and spread in the summary.
       "seeds": [{**_figure6_member(n, 128), "seed": s} for n in ("bn", "ln") for s in (0, 1, 2)],
+      # The speed claim at batch 4 (issue 15): LN against BN over three seeds, 2 epochs,
+      # evaluated every 1,000 updates so that `lnorm compare --baseline norm=bn` can
+      # read the updates to BN's best test error.
+      "speed_b4": [{**_figure6_member(n, 4), "seed": s, "num_epochs": 2,
+                    "eval_every_steps": 1000}
+                   for n in ("bn", "ln") for s in (0, 1, 2)],
   }
   return sweeps if name is None else sweeps[name]
