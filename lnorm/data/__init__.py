@@ -6,6 +6,7 @@ Datasets and their sources ('auto' tries the listed order):
   binarized_mnist  tfds -> files -> derived    train/validation/test
   cifar10          tfds -> files               train/validation/test (+ 'synthetic')
   imdb             tfds -> files               train/validation/test (+ 'synthetic')
+  image_captions   files                       train/validation/test (+ 'synthetic')
 
 Under 'auto', TFDS is used only if the dataset is already prepared locally; it
 never downloads. Synthetic data is never chosen by 'auto'.
@@ -18,6 +19,7 @@ from typing import Any
 
 from lnorm.data import binarized_mnist
 from lnorm.data import cifar10
+from lnorm.data import image_captions
 from lnorm.data import imdb
 from lnorm.data import mnist
 from lnorm.data.core import DATA_DIR_ENV
@@ -37,6 +39,7 @@ DATASETS = {
     "binarized_mnist": binarized_mnist,
     "cifar10": cifar10,
     "imdb": imdb,
+    "image_captions": image_captions,
 }
 
 

@@ -1,0 +1,122 @@
+r"""Order-embeddings of images and captions: LN paper sec. 6.1, Table 2, Figure 1
+(REFERENCE.md sec. 7).
+
+Caption: word embedding 300 -> GRU 1024 (LN-GRU for norm=ln), last state; image:
+linear 4096 -> 1024; both L2-normalised, then |.|; the order-violation score
+-||max(0, s - im)||^2; the contrastive hinge over every pair of the batch in both
+directions, margin 0.05, summed; batch 128, Adam 1e-3, each gradient tensor clipped
+to norm 2; one random caption per image per epoch; validation R@K every 300 updates,
+the model with the best sum of recalls evaluated on 5 folds of 1,000 test images.
+
+Table 2 (MSCOCO; caption retrieval R@1 R@5 R@10 mean rank | image retrieval ...):
+  OE (ours)  46.6 79.3 89.1 5.2 | 37.8 73.6 85.7 7.9     norm=none
+  OE + LN    48.5 80.6 89.8 5.1 | 38.9 74.3 86.3 7.6     norm=ln
+and LN reaches its best validation score in about 60% of the baseline's time.
+
+With the authors' features (``<data_dir>/coco/{train,dev,test}_{caps.txt,ims.npy}``):
+
+  lnorm train --config configs/order_embeddings.py:norm=ln --workdir runs/oe/ln
+  lnorm sweep --config configs/order_embeddings.py --sweep paper --workdir runs/oe
+
+``score=cosine`` gives the symmetric model of Kiros et al. (Table 2's "Sym").
+
+``scale=cpu`` (what the runs on this machine use), and why: the COCO VGG features are
+not available here, so the data are the SYNTHETIC captioned MNIST digits of
+``lnorm.data.image_captions`` (10,000 training, 1,000 validation, 5,000 test images,
+512-d random-projection features); the joint space and the GRU have 256 units instead
+of 1,024 (a 1024-unit GRU step costs about 1 s on one CPU core), validation every 20
+updates instead of 300 (an epoch is 78 updates), 20 epochs. Everything else (batch,
+optimizer, clipping, margin, word embedding 300, folds of 1,000 images) is the paper's.
+"""
+
+import ml_collections
+
+from lnorm.config import parse_arg_string
+from lnorm.errors import ConfigError
+from lnorm.training.defaults import base_config, norm_options
+
+
+def get_config(arg=None):
+  args = parse_arg_string(arg, {"norm": "ln", "score": "order", "scale": "paper",
+                                "smoke": False})
+  c = base_config()
+  c.experiment = "order_embeddings"
+  c.norm = args["norm"]  # The GRU: none | ln (LN-GRU, REFERENCE.md sec. 4).
+  c.norm_options = norm_options()  # The LN-GRU reads norm_options.ln (eps, scale_init).
+  c.batch_size = 128  # Image-caption pairs per update.
+  # Figure 1 runs to 90,000 updates (300 validations, one every 300 updates): about 100
+  # epochs of the 113k COCO training images of the Karpathy split (train + restval).
+  c.num_epochs = 100
+  c.optimizer.name = "adam"
+  c.optimizer.learning_rate = 1e-3
+  c.optimizer.clip_tensor_norm = 2.0  # Per tensor, as the authors' code [code].
+  # The retrieval fold: each evaluation batch is one fold of this many images and all
+  # their captions (Table 2: 1,000 images, 5,000 captions).
+  c.eval_batch_size = 1000
+  # Validation retrieval with model selection and the final test run in the task's
+  # end_of_epoch (experiments/order_embeddings/task.py), not through these.
+  c.eval_splits = ()
+  c.final_eval_splits = ()
+  c.eval_every_steps = 300  # The paper's validation interval: R@K curves (Figure 1).
+  c.eval_every_splits = ("validation",)
+
+  c.model = ml_collections.ConfigDict()
+  c.model.word_size = 300  # Word embedding.
+  c.model.embed_size = 1024  # GRU units = the joint embedding's dimension.
+  c.model.score = args["score"]  # order (order-violation) | cosine (symmetric model)
+  c.model.use_abs = args["score"] == "order"  # |.| after the L2 norm (order only).
+  c.model.margin = 0.05  # The contrastive hinge's margin.
+
+  c.retrieval = ml_collections.ConfigDict()
+  # Scores are computed query_block x candidate_block pairs at a time (x the embedding
+  # size for the order-violation penalty): bounds evaluation memory; results unchanged.
+  c.retrieval.query_block = 16
+  c.retrieval.candidate_block = 1024
+
+  c.data.name = "image_captions"
+  c.data.source = "auto"  # auto: files. 'synthetic' for captioned MNIST digits.
+  c.data.collection = "coco"  # The folder under the data directory (coco, f30k, ...).
+  c.data.test_prefix = "test"  # The test files' prefix: test_caps.txt, test_ims.npy.
+  c.data.captions_per_image = 5
+  c.data.vocab_size = 0  # 0: every word of the training captions.
+  c.data.max_length = 0  # 0: the longest caption, so that none is cut.
+  # The synthetic source only: the feature size and how many MNIST digits per split.
+  c.data.feature_size = 4096
+  c.data.synthetic_train_images = 10000
+  c.data.synthetic_validation_images = 1000
+  c.data.synthetic_test_images = 5000
+
+  if args["scale"] == "cpu":
+    c.data.source = "synthetic"
+    c.data.feature_size = 512
+    c.model.embed_size = 256
+    c.num_epochs = 20
+    c.eval_every_steps = 20
+  elif args["scale"] != "paper":
+    raise ConfigError(f"scale must be 'paper' or 'cpu', got {args['scale']!r}")
+
+  if args["smoke"]:
+    c.num_epochs = 2
+    c.batch_size = 16
+    c.eval_batch_size = 50
+    c.eval_every_steps = 5
+    c.model.word_size = 8
+    c.model.embed_size = 16
+    c.data.source = "synthetic"
+    c.data.feature_size = 32
+    c.data.synthetic_train_images = 160
+    c.data.synthetic_validation_images = 50
+    c.data.synthetic_test_images = 100
+    c.progress_bar = False
+  return c
+
+
+def get_sweep(name=None):
+  """Named grids of dotted overrides (see ``lnorm sweep``)."""
+  sweeps = {
+      # Table 2 and Figure 1: the baseline GRU and the LN-GRU.
+      "paper": [{"norm": n} for n in ("none", "ln")],
+      # Both, over two seeds, for the comparison at scale=cpu.
+      "seeds": [{"norm": n, "seed": s} for n in ("none", "ln") for s in (0, 1)],
+  }
+  return sweeps if name is None else sweeps[name]

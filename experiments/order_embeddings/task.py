@@ -1,0 +1,181 @@
+"""Order-embeddings of images and captions, GRU vs LN-GRU (LN paper sec. 6.1, Table 2,
+Figure 1; REFERENCE.md sec. 7).
+
+Each row of a split is one image with its K (5) captions (``lnorm.data.image_captions``).
+Training draws one of them at random per image (the 'caption' rng stream) and takes the
+contrastive hinge over every pair of the batch. Retrieval needs a whole fold at once,
+which the loop's per-example evaluation does not offer, so it is computed twice over,
+with the same ``lnorm.retrieval`` functions:
+
+* mid-epoch (``eval_every_steps``, the paper's every 300 updates): an evaluation batch
+  is one fold (``eval_batch_size`` = 1,000 images), and ``loss_and_metrics`` returns
+  per-image ranks and recalls whose means over the split are the fold-averaged R@K and
+  mean ranks (curves only; no model selection);
+* at each epoch end (``end_of_epoch``): R@K and median and mean ranks on the
+  validation split; the parameters with the best sum of recalls so far are kept in
+  ``<workdir>/best/``; after the last update the best ones are evaluated on the test
+  split, fold by fold (Table 2: the mean over 5 folds of 1,000 images).
+
+Logged as ``validation/caption_r1`` ... ``validation/image_mean_rank``,
+``validation/rsum``, ``best/step``, ``best/validation_rsum`` and (at the end)
+``test/...`` of the selected model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from experiments.order_embeddings.model import OrderEmbedding, contrastive_loss
+from lnorm import retrieval
+from lnorm.data import batching
+from lnorm.errors import ConfigError
+from lnorm.rnn import make_gru_cell
+from lnorm.training import defaults
+from lnorm.training import parallel
+from lnorm.training.task import Task as BaseTask
+
+
+class BestModel:
+  """The variables with the best validation score so far, in ``<workdir>/best/``:
+  ``variables.msgpack`` and ``record.json`` (step and score), kept across resumes."""
+
+  def __init__(self, workdir: str):
+    self.directory = os.path.join(workdir, "best")
+    self._record_path = os.path.join(self.directory, "record.json")
+    self._variables_path = os.path.join(self.directory, "variables.msgpack")
+
+  def record(self) -> dict[str, Any] | None:
+    if not os.path.exists(self._record_path):
+      return None
+    with open(self._record_path) as f:
+      return json.load(f)
+
+  def offer(self, step: int, score: float, variables) -> bool:
+    """Keeps ``variables`` if ``score`` beats the best so far; True if it did."""
+    best = self.record()
+    if best is not None and score <= best["score"]:
+      return False
+    if jax.process_index() == 0:
+      os.makedirs(self.directory, exist_ok=True)
+      # Each file is replaced atomically. A crash between the two leaves newer
+      # variables beside the old record; the resumed run reaches the same score at
+      # the same step again and rewrites both.
+      _atomic_write(self._variables_path,
+                    flax.serialization.to_bytes(jax.device_get(variables)))
+      _atomic_write(self._record_path,
+                    json.dumps({"step": int(step), "score": float(score)}).encode())
+    return True
+
+  def restore(self, like):
+    with open(self._variables_path, "rb") as f:
+      return flax.serialization.from_bytes(jax.device_get(like), f.read())
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+  tmp = path + ".tmp"
+  with open(tmp, "wb") as f:
+    f.write(data)
+  os.replace(tmp, path)
+
+
+class Task(BaseTask):
+
+  norms = ("none", "ln")
+  rng_streams = ("caption",)
+
+  def __init__(self, config):
+    super().__init__(config)
+    if config.model.score not in retrieval.SCORES:
+      raise ConfigError(f"model.score is {config.model.score!r}; valid choices: "
+                        f"{', '.join(retrieval.SCORES)}.")
+    if config.eval_batch_size <= 0:
+      raise ConfigError("eval_batch_size is the retrieval fold size (1000 in the paper) "
+                        "and must be positive.")
+    self._dataset = None
+    self._embed = None
+    self._mesh = None
+
+  def load_data(self):
+    self._dataset = super().load_data()
+    return self._dataset
+
+  def build_model(self, dataset):
+    c = self.config
+    options = ({"ln_eps": c.norm_options.ln.eps, "ln_scale_init": c.norm_options.ln.scale_init}
+               if c.norm == "ln" else {})
+    model = OrderEmbedding(
+        vocab_size=dataset.info["vocab_size"], cell=make_gru_cell(c.norm, **options),
+        word_size=c.model.word_size, embed_size=c.model.embed_size,
+        use_abs=c.model.use_abs)
+    self._mesh = parallel.make_mesh()
+    self._embed = jax.jit(
+        lambda variables, captions, lengths, images: model.apply(
+            variables, captions, lengths, images, train=False),
+        out_shardings=parallel.replicated(self._mesh))
+    return model
+
+  def model_inputs(self, batch):
+    return batch["captions"], batch["caption_length"], batch["image"]
+
+  def _ranking_options(self) -> dict[str, Any]:
+    r = self.config.retrieval
+    return {"query_block": r.query_block, "candidate_block": r.candidate_block}
+
+  def loss_and_metrics(self, outputs, batch):
+    captions, images = outputs["captions"], outputs["images"]
+    if captions.ndim == 2:  # Training: one caption per image.
+      total, per_example = contrastive_loss(captions, images, self.config.model.score,
+                                            self.config.model.margin)
+      return total, {"pair_loss": per_example}
+    # Evaluation: this batch is one fold; padded rows are neither queries nor candidates.
+    ranks = retrieval.retrieval_ranks(
+        images, captions.reshape(-1, captions.shape[-1]), self.config.model.score,
+        image_valid=batch["mask"] > 0, **self._ranking_options())
+    return jnp.zeros((), jnp.float32), retrieval.per_image_metrics(*ranks)
+
+  # --- whole-split retrieval at epoch ends ----------------------------------------------
+
+  def embed_split(self, variables, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(images [N, E], captions [N * K, E])`` of a split, on the host."""
+    arrays = self._dataset.splits[split]
+    images, captions = [], []
+    for batch in batching.eval_batches(arrays, self.config.eval_batch_size,
+                                       self._mesh.size):
+      keep = int(batch.pop("mask").sum())
+      out = jax.device_get(self._embed(variables, *self.model_inputs(
+          parallel.shard_batch(batch, self._mesh))))
+      images.append(out["images"][:keep])
+      captions.append(out["captions"][:keep].reshape(-1, out["captions"].shape[-1]))
+    return np.concatenate(images), np.concatenate(captions)
+
+  def retrieval_scores(self, variables, split: str) -> dict[str, float]:
+    images, captions = self.embed_split(variables, split)
+    return retrieval.evaluate(images, captions, self.config.model.score,
+                              fold_size=self.config.eval_batch_size,
+                              **self._ranking_options())
+
+  def _total_steps(self) -> int:
+    steps_per_epoch = batching.steps_per_epoch(
+        self._dataset.num_examples(self.train_split()), self.config.batch_size)
+    return defaults.total_steps(self.config, steps_per_epoch)
+
+  def end_of_epoch(self, state, workdir, step, writer):
+    del writer
+    variables = {"params": state.params}
+    scores = self.retrieval_scores(variables, "validation")
+    best = BestModel(workdir)
+    best.offer(step, scores["rsum"], variables)
+    record = best.record()
+    out = {f"validation/{k}": v for k, v in scores.items()}
+    out.update({"best/step": record["step"], "best/validation_rsum": record["score"]})
+    if step >= self._total_steps() and "test" in self._dataset.splits:
+      selected = best.restore(variables)
+      out.update({f"test/{k}": v for k, v in self.retrieval_scores(selected, "test").items()})
+    return out
