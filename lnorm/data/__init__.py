@@ -6,6 +6,7 @@ Datasets and their sources ('auto' tries the listed order):
   binarized_mnist  tfds -> files -> derived    train/validation/test
   cifar10          tfds -> files               train/validation/test (+ 'synthetic')
   imdb             tfds -> files               train/validation/test (+ 'synthetic')
+  books            files                       train/validation (+ 'synthetic')
   image_captions   files                       train/validation/test (+ 'synthetic')
 
 Under 'auto', TFDS is used only if the dataset is already prepared locally; it
@@ -18,6 +19,7 @@ import logging
 from typing import Any
 
 from lnorm.data import binarized_mnist
+from lnorm.data import books
 from lnorm.data import cifar10
 from lnorm.data import image_captions
 from lnorm.data import imdb
@@ -39,6 +41,7 @@ DATASETS = {
     "binarized_mnist": binarized_mnist,
     "cifar10": cifar10,
     "imdb": imdb,
+    "books": books,
     "image_captions": image_captions,
 }
 

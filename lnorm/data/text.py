@@ -3,7 +3,9 @@ experiments (IMDB here; skip-thoughts and the attentive reader reuse them).
 
 Reserved ids: 0 = padding, 1 = out-of-vocabulary (OOV); words take ids 2, 3, ... in
 order of decreasing training frequency, ties broken alphabetically, so the same
-text always gives the same vocabulary.
+text always gives the same vocabulary. A model that needs more special symbols (the
+skip-thoughts decoders' end of sentence, EOS) passes them as ``specials``: they take
+the ids right after OOV.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 
 PAD = "<pad>"
 OOV = "<oov>"
+EOS = "<eos>"
 PAD_ID = 0
 OOV_ID = 1
 RESERVED = (PAD, OOV)
@@ -24,8 +27,6 @@ _HTML_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 # A word is letters/digits, with inner apostrophes kept ("don't", "rock'n'roll");
 # every other non-space character is a token of its own.
 _TOKEN = re.compile(r"\w+(?:'\w+)*|[^\w\s]")
-#: Bump when tokenize() changes, so that cached tokenisations are rebuilt.
-TOKENIZER_VERSION = "1"
 
 
 def tokenize(text: str) -> list[str]:
@@ -46,11 +47,14 @@ class Vocabulary:
       raise ValueError("duplicate words in the vocabulary")
 
   @classmethod
-  def from_counts(cls, counts: Mapping[str, int], max_words: int) -> "Vocabulary":
-    """The ``max_words`` most frequent words (ties: alphabetical order)."""
-    ranked = sorted((w for w, c in counts.items() if c > 0 and w not in RESERVED),
+  def from_counts(cls, counts: Mapping[str, int], max_words: int,
+                  specials: Sequence[str] = ()) -> "Vocabulary":
+    """The ``max_words`` most frequent words (ties: alphabetical order), after
+    ``specials`` (which count towards ``max_words``)."""
+    skip = set(RESERVED) | set(specials)
+    ranked = sorted((w for w, c in counts.items() if c > 0 and w not in skip),
                     key=lambda w: (-counts[w], w))
-    return cls(ranked[:max_words])
+    return cls(list(specials) + ranked[:max(max_words - len(specials), 0)])
 
   @classmethod
   def from_texts(cls, token_lists: Iterable[Sequence[str]], max_words: int) -> "Vocabulary":
@@ -68,6 +72,22 @@ class Vocabulary:
 
   def decode(self, ids: Iterable[int]) -> list[str]:
     return [self.words[i] for i in ids if i != PAD_ID]
+
+  def save(self, path: str) -> None:
+    """One word per line, in id order: the file :meth:`load` reads back."""
+    if any("\n" in w for w in self.words):
+      raise ValueError("a word contains a newline; it cannot be saved one per line")
+    with open(path, "w", encoding="utf-8") as f:
+      f.write("\n".join(self.words) + "\n")
+
+  @classmethod
+  def load(cls, path: str) -> "Vocabulary":
+    with open(path, encoding="utf-8") as f:
+      words = f.read().split("\n")[:-1]
+    if words[:len(RESERVED)] != list(RESERVED):
+      raise ValueError(f"{path} is not a saved vocabulary: it must start with "
+                       f"{', '.join(RESERVED)}, one word per line")
+    return cls(words)
 
 
 def count_words(token_lists: Iterable[Sequence[str]]) -> dict[str, int]:

@@ -1,0 +1,103 @@
+r"""Skip-thought vectors with GRU and LN-GRU: LN paper sec. 6.3, Table 3 (REFERENCE.md
+sec. 6).
+
+Paper settings (the defaults): vocabulary 20k, word embedding 620, GRU encoder 2400
+and two GRU decoders 2400 (previous and next sentence) conditioned through their
+initial state, one shared output layer; sentences shorter than 30 words; Adam, lr
+2e-4, batch 64, global-norm clip 5; 1M updates on BookCorpus, evaluated every 50k.
+Table 3, SICK r / rho / MSE and MR / CR / SUBJ / MPQA accuracy:
+  Ours      0.842 / 0.767 / 0.298, 77.3 / 81.8 / 92.6 / 87.9
+  Ours + LN 0.854 / 0.785 / 0.277, 79.5 / 82.6 / 93.4 / 89.0
+
+BookCorpus is not public; ``data.source=files`` reads any folder of tokenised books
+(``lnorm.data.books``). Here that is 17 Project Gutenberg books (1.6M tokens; 28.6k
+training triples, 1.9k in the held-out book): a stand-in for BookCorpus's 74M
+sentences, not a reproduction.
+
+``scale=cpu`` (for one CPU core, about 40 minutes for 2 passes over that corpus):
+embedding 620 -> 128, GRUs 2400 -> 512, vocabulary 20k -> 10k; everything else is
+the paper's. The output layer's [H, V] matmul at every target position dominates the
+step, so H and V shrink the most; at 10k words 3.0% of the training tokens are
+out of vocabulary (1.2% at 20k). One step takes 2.4 s on one core (LN), so the
+2 x 446 steps take about 36 minutes, plus 9 validations of 15 s.
+
+  lnorm train --config configs/skip_thoughts.py:norm=ln,scale=cpu \
+      --workdir runs/skip_thoughts/cpu_ln --config.data.source=files
+  lnorm evaluate --workdir runs/skip_thoughts/cpu_ln --tasks sick,mr,cr,subj,mpqa,trec
+
+The paper's grid on a GPU: ``lnorm sweep --config configs/skip_thoughts.py --sweep
+paper --workdir runs/skip_thoughts/paper``.
+"""
+
+import ml_collections
+
+from lnorm.config import parse_arg_string
+from lnorm.errors import ConfigError
+from lnorm.training.defaults import base_config, norm_options
+
+
+def get_config(arg=None):
+  args = parse_arg_string(arg, {"norm": "ln", "scale": "paper", "smoke": False})
+  c = base_config()
+  c.experiment = "skip_thoughts"
+  c.norm = args["norm"]  # none | ln: all three GRUs.
+  c.norm_options = norm_options()  # ln: eps 1e-5 and gain 1 of the LN-GRU.
+  c.batch_size = 64
+  c.optimizer.name = "adam"
+  c.optimizer.learning_rate = 2e-4  # The effective lr of Kiros et al.'s code.
+  c.optimizer.clip_global_norm = 5.0
+  # The paper counts updates (1M, checkpoints every 50k): max_steps sets the length.
+  c.max_steps = 1_000_000
+  c.num_epochs = 1  # Unused while max_steps > 0.
+  c.eval_splits = ("validation",)  # Validation perplexity of held-out books.
+  c.eval_every_steps = 50_000
+  c.eval_every_splits = ("validation",)
+  c.eval_batch_size = 256
+
+  c.model = ml_collections.ConfigDict()
+  c.model.embed_size = 620
+  c.model.hidden_size = 2400  # Encoder and both decoders.
+
+  c.data.name = "books"
+  c.data.source = "files"
+  c.data.vocab_size = 20000  # Ids, pad, OOV and EOS included (Kiros et al.'s n_words).
+  c.data.max_words = 30  # Sentences shorter than 30 words (triples with a longer one dropped).
+  c.data.lowercase = True  # The SentEval benchmark files are lower-cased.
+  c.data.validation_books = 1  # Held out whole, drawn with data.seed (austen-sense here).
+
+  if args["scale"] == "cpu":
+    c.model.embed_size = 128
+    c.model.hidden_size = 512
+    c.data.vocab_size = 10000
+    c.max_steps = 0
+    c.num_epochs = 2  # Passes over the 28.6k training triples of the Gutenberg corpus.
+    c.eval_every_steps = 100
+    c.steps_per_call = 10
+  elif args["scale"] != "paper":
+    raise ConfigError(f"scale must be 'paper' or 'cpu', got {args['scale']!r}")
+
+  if args["smoke"]:
+    c.model.embed_size = 8
+    c.model.hidden_size = 16
+    c.data.source = "synthetic"
+    c.data.vocab_size = 60
+    c.data.max_words = 12
+    c.data.validation_books = 1
+    c.batch_size = 8
+    c.max_steps = 0
+    c.num_epochs = 1
+    c.eval_every_steps = 0
+    c.eval_batch_size = 32
+    c.progress_bar = False
+  return c
+
+
+def get_sweep(name=None):
+  """Named grids of dotted overrides (see ``lnorm sweep``)."""
+  sweeps = {
+      # Table 3: the GRU and LN-GRU skip-thoughts at the paper's size.
+      "paper": [{"norm": n} for n in ("none", "ln")],
+      # The CPU comparison: same seed, data and vocabulary.
+      "cpu": [{"norm": n} for n in ("none", "ln")],
+  }
+  return sweeps if name is None else sweeps[name]

@@ -1,0 +1,62 @@
+"""Skip-thought vectors (Kiros et al. 2015) with GRU or LN-GRU (LN paper sec. 6.3,
+REFERENCE.md sec. 6).
+
+  sentence -> embedding -> GRU encoder -> u = the last real state
+  u -> h_0 of the previous-sentence decoder, and of the next-sentence decoder
+  each decoder: teacher forcing, one output layer shared by both -> word logits
+
+The embedding is shared by the encoder and both decoders. A decoder reads the target
+sentence shifted right by one step, with a zero vector at the first step (as in
+Kiros et al.'s code), and predicts every word and the final EOS. It is conditioned
+through its initial state only, as REFERENCE.md specifies; Kiros et al.'s Theano
+decoders also added a projection of u to every step's input.
+
+``norm`` (``make_gru_cell`` variant ``none`` or ``ln``) switches all three GRUs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from lnorm.rnn import RecurrentLayer
+
+PREVIOUS, CURRENT, NEXT = 0, 1, 2
+
+
+def shift_right(x):
+  """``x [B, T, F]`` -> ``[0, x_0, ..., x_{T-2}]``: a decoder's teacher-forced input."""
+  return jnp.pad(x, ((0, 0), (1, 0), (0, 0)))[:, :-1]
+
+
+class SkipThoughts(nn.Module):
+  """``(tokens [B, 3, T], lengths [B, 3]) -> logits [B, 2, T, V]`` for the previous
+  and the next sentence. ``encode(tokens [B, T], lengths [B]) -> u [B, H]``."""
+
+  vocab_size: int
+  cell: Callable[..., Any]  # make_gru_cell(norm, ...)
+  embed_size: int = 620
+  hidden_size: int = 2400
+
+  def setup(self):
+    self.embed = nn.Embed(self.vocab_size, self.embed_size,
+                          embedding_init=nn.initializers.uniform(0.2), name="embed")
+    self.encoder = RecurrentLayer(self.cell, self.hidden_size, name="encoder")
+    self.decoders = [RecurrentLayer(self.cell, self.hidden_size, name=f"decoder_{which}")
+                     for which in ("previous", "next")]
+    self.output = nn.Dense(self.vocab_size, name="output")
+
+  def encode(self, tokens, lengths, *, train: bool = False):
+    """The skip-thought vector of each sentence: the encoder's state at its end."""
+    return self.encoder(self.embed(tokens), lengths, train=train).final_hidden
+
+  def __call__(self, tokens, lengths, *, train: bool = False):
+    u = self.encode(tokens[:, CURRENT], lengths[:, CURRENT], train=train)
+    states = []
+    for decoder, which in zip(self.decoders, (PREVIOUS, NEXT)):
+      inputs = shift_right(self.embed(tokens[:, which]))
+      states.append(decoder(inputs, lengths[:, which], train=train,
+                            initial_carry=u).outputs)
+    return self.output(jnp.stack(states, axis=1))

@@ -1,0 +1,176 @@
+"""Skip-thought vectors on a corpus of books (LN paper sec. 6.3, REFERENCE.md sec. 6).
+
+Examples are (previous, current, next) sentences of one book (``lnorm.data.books``).
+The loss of an example is the summed token cross-entropy of both decoders over the
+real target tokens (words and EOS, never padding); the training loss is its batch
+mean, as in Kiros et al.'s code. Per-example metrics:
+
+* ``nll``: that sum (nats per sentence triple);
+* ``token_nll``: ``nll`` times the split's ``token_weight``, whose mean over a split
+  is the per-token cross-entropy of both decoders: validation perplexity is
+  ``exp(validation/token_nll)``.
+
+The vocabulary is written to ``<workdir>/vocabulary.txt`` at every epoch end (and so
+at the end of every run): ``lnorm evaluate`` encodes the benchmark sentences with it
+through :meth:`Task.sentence_encoder`, which also gives the two reference encoders
+of the issue: ``random`` (the same architecture, untrained) and ``bow`` (the mean of
+the trained word embeddings).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from experiments.skip_thoughts.model import NEXT, PREVIOUS, SkipThoughts
+from lnorm.data import books
+from lnorm.data import text
+from lnorm.errors import UserError
+from lnorm.rnn import make_gru_cell, masked_mean, sequence_mask
+from lnorm.training import loop, parallel
+from lnorm.training.checkpoint import Checkpointer, abstract_like
+from lnorm.training.task import Task as BaseTask
+
+VOCABULARY_FILE = "vocabulary.txt"
+ENCODERS = ("trained", "random", "bow")
+#: Sentences encoded per call; lengths are padded up to a multiple of LENGTH_BUCKET,
+#: so that a benchmark compiles the encoder a handful of times.
+ENCODE_BATCH = 256
+LENGTH_BUCKET = 16
+
+
+class Task(BaseTask):
+
+  norms = ("none", "ln")
+
+  def load_data(self):
+    self._dataset = super().load_data()
+    return self._dataset
+
+  def build_model(self, dataset):
+    return self.model_for_vocabulary(dataset.info["vocab_size"])
+
+  def model_for_vocabulary(self, vocab_size: int) -> SkipThoughts:
+    c = self.config
+    cell = make_gru_cell(c.norm, ln_eps=c.norm_options.ln.eps,
+                         ln_scale_init=c.norm_options.ln.scale_init)
+    return SkipThoughts(vocab_size=vocab_size, cell=cell, embed_size=c.model.embed_size,
+                        hidden_size=c.model.hidden_size)
+
+  def model_inputs(self, batch):
+    return batch["tokens"], batch["length"]
+
+  def loss_and_metrics(self, logits, batch):
+    nll = decoder_nll(logits, batch["tokens"], batch["length"])
+    return jnp.mean(nll), {"nll": nll, "token_nll": nll * batch["token_weight"]}
+
+  def sentence_encoder(self, workdir: str, kind: str = "trained"):
+    """``(encode, step)``: ``encode(token lists) -> [N, D]`` float32 features of the
+    run in ``workdir`` (its latest checkpoint and vocabulary), and the checkpoint's
+    step. ``kind``: ``trained`` (the skip-thought vectors), ``random`` (the
+    initialisation, no checkpoint read) or ``bow`` (mean trained word embedding)."""
+    if kind not in ENCODERS:
+      raise UserError(f"Unknown encoder {kind!r}; valid: {', '.join(ENCODERS)}.")
+    vocab = load_vocabulary(workdir)
+    model = self.model_for_vocabulary(len(vocab))
+    mesh = parallel.make_mesh()
+    state = loop.init_train_state(
+        self.config, self, model,
+        placeholder_examples(self.config.batch_size, self.config.data.max_words), mesh)
+    step = 0
+    if kind != "random":
+      checkpointer = Checkpointer(workdir)
+      try:
+        if checkpointer.latest_step() is None:
+          raise UserError(f"{workdir} holds no checkpoint: train it first with "
+                          "`lnorm train`, or evaluate --encoder random.")
+        state, _ = checkpointer.restore(abstract_like(state))
+        step = int(checkpointer.latest_step())
+      finally:
+        checkpointer.close()
+    params = jax.device_get(state.params)
+    if kind == "bow":
+      # The words only: lengths - 1 leaves out the EOS the encoder reads last.
+      fn = jax.jit(lambda p, tokens, lengths: masked_mean(
+          p["embed"]["embedding"][tokens], sequence_mask(lengths - 1, tokens.shape[1])))
+    else:
+      fn = jax.jit(lambda p, tokens, lengths: model.apply(
+          {"params": p}, tokens, lengths, method=SkipThoughts.encode))
+    return functools.partial(encode_sentences, fn, params, vocab), step
+
+  def end_of_epoch(self, state, workdir, step, writer):
+    del state, step, writer
+    if jax.process_index() == 0:
+      save_vocabulary(self._dataset.info["vocabulary"], workdir)
+    return None
+
+
+def decoder_nll(logits, tokens, lengths):
+  """Summed cross-entropy of both decoders over the real targets: [B].
+
+  ``logits [B, 2, T, V]`` for the previous and next sentence of ``tokens [B, 3, T]``
+  (word ids then EOS, zero-padded) with ``lengths [B, 3]``.
+  """
+  targets = jnp.stack([tokens[:, PREVIOUS], tokens[:, NEXT]], axis=1)
+  real = jnp.stack([sequence_mask(lengths[:, PREVIOUS], tokens.shape[-1]),
+                    sequence_mask(lengths[:, NEXT], tokens.shape[-1])], axis=1)
+  ce = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), targets)
+  return jnp.sum(jnp.where(real, ce, 0.0), axis=(1, 2))
+
+
+def save_vocabulary(words, workdir: str) -> str:
+  path = os.path.join(workdir, VOCABULARY_FILE)
+  tmp = path + ".tmp"
+  text.Vocabulary(list(words)).save(tmp)
+  os.replace(tmp, path)
+  return path
+
+
+def load_vocabulary(workdir: str) -> text.Vocabulary:
+  path = os.path.join(workdir, VOCABULARY_FILE)
+  if not os.path.exists(path):
+    raise UserError(f"{path} does not exist: it is written at every epoch end of "
+                    "`lnorm train`; let the run reach one (or its max_steps).")
+  try:
+    return text.Vocabulary.load(path)
+  except ValueError as e:
+    raise UserError(str(e)) from e
+
+
+def encode_sentences(fn, params, vocab: text.Vocabulary, sentences) -> np.ndarray:
+  """Token lists -> ``fn(params, ids, lengths)`` features, in the input order.
+
+  Each sentence is its word ids then EOS, as the encoder read them in training.
+  Sentences are encoded in order of length, in batches of ENCODE_BATCH padded to a
+  multiple of LENGTH_BUCKET steps; the padding never reaches the features.
+  """
+  ids = [vocab.encode(s) + [books.EOS_ID] for s in sentences]
+  order = np.argsort([len(s) for s in ids], kind="stable")
+  out = None
+  for start in range(0, len(ids), ENCODE_BATCH):
+    chosen = order[start:start + ENCODE_BATCH]
+    width = -(-max(len(ids[i]) for i in chosen) // LENGTH_BUCKET) * LENGTH_BUCKET
+    tokens = np.zeros((ENCODE_BATCH, width), np.int32)
+    lengths = np.ones(ENCODE_BATCH, np.int32)  # Rows past the data: a lone pad.
+    for row, i in enumerate(chosen):
+      tokens[row, :len(ids[i])] = ids[i]
+      lengths[row] = len(ids[i])
+    features = np.asarray(fn(params, tokens, lengths))[:len(chosen)]
+    if out is None:
+      out = np.zeros((len(ids), features.shape[-1]), np.float32)
+    out[chosen] = features
+  return out if out is not None else np.zeros((0, 0), np.float32)
+
+
+def placeholder_examples(num_examples: int, max_words: int) -> dict[str, np.ndarray]:
+  """Examples of the data's shapes (every sentence a lone EOS): what initialises a
+  model, or a checkpoint's restore target, without reading the corpus."""
+  tokens = np.zeros((num_examples, 3, max_words), np.int32)
+  tokens[:, :, 0] = books.EOS_ID
+  return {"tokens": tokens, "length": np.ones((num_examples, 3), np.int32),
+          "token_weight": np.ones(num_examples, np.float32)}

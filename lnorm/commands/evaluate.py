@@ -1,0 +1,84 @@
+"""``lnorm evaluate``: a trained sentence encoder on the SentEval / skip-thoughts
+benchmarks (SICK relatedness; MR, CR, SUBJ, MPQA, TREC classification) in their
+published protocols (``lnorm.sentence_eval``).
+
+  lnorm evaluate --workdir runs/skip_thoughts/cpu_ln --tasks sick,mr,cr,subj,mpqa,trec
+
+The run's latest checkpoint and vocabulary encode the benchmark sentences. Results go
+to ``<workdir>/evaluation.json`` and, as ``eval/<task>_<metric>`` at the checkpoint's
+step, to ``metrics.jsonl``; ``--encoder random|bow`` scores the untrained encoder or
+the mean word embedding instead, into ``evaluation_<encoder>.json`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+
+from lnorm.data import senteval
+from lnorm.errors import UserError
+
+RESULTS_FILE = "evaluation.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument("--workdir", required=True, help="A run directory `lnorm train` wrote.")
+  parser.add_argument("--tasks", default=",".join(senteval.TASKS),
+                      help=f"Comma-separated, from {', '.join(senteval.TASKS)} (default all).")
+  parser.add_argument("--encoder", default="trained",
+                      help="trained (default), random (same architecture, untrained) or "
+                      "bow (mean of the trained word embeddings).")
+  parser.add_argument("--data-dir", default=None,
+                      help="Folder holding senteval/ and sick/ (default $LNORM_DATA_DIR).")
+  parser.add_argument("--folds", type=int, default=10,
+                      help="Cross-validation folds for MR, CR, SUBJ, MPQA (SentEval: 10).")
+  parser.add_argument("--inner-folds", type=int, default=10,
+                      help="Inner folds that choose the L2 strength (SentEval: 10).")
+
+
+def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
+  if overrides:
+    raise UserError("lnorm evaluate takes no --config.* overrides.")
+  tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+  if args.folds < 2 or args.inner_folds < 2:
+    raise UserError("--folds and --inner-folds must be at least 2.")
+  results = evaluate(args.workdir, tasks, encoder=args.encoder, data_dir=args.data_dir,
+                     folds=args.folds, inner_folds=args.inner_folds)
+  print(json.dumps(results, indent=2))
+  return 0
+
+
+def evaluate(workdir: str, tasks, *, encoder: str = "trained", data_dir: str | None = None,
+             folds: int = 10, inner_folds: int = 10) -> dict:
+  """Scores the run in ``workdir`` on ``tasks`` and records the results there."""
+  from lnorm import bln_search  # pylint: disable=g-import-not-at-top
+  from lnorm import sentence_eval  # pylint: disable=g-import-not-at-top
+  from lnorm.training.metrics_writer import METRICS_FILE, read_metrics  # pylint: disable=g-import-not-at-top
+  from lnorm.training.task import load_task  # pylint: disable=g-import-not-at-top
+
+  workdir = os.path.abspath(workdir)
+  config = bln_search.load_run_config(workdir)
+  task = load_task(config)
+  if not hasattr(task, "sentence_encoder"):
+    raise UserError(f"Experiment {config.experiment!r} has no sentence encoder to "
+                    "evaluate: lnorm evaluate scores sentence-vector models (skip_thoughts).")
+  encode, step = task.sentence_encoder(workdir, encoder)
+  scores = sentence_eval.evaluate_encoder(encode, tasks, data_dir or config.data.get("data_dir"),
+                                          folds=folds, inner_folds=inner_folds,
+                                          log=logging.info)
+  prefix = "eval" if encoder == "trained" else f"eval_{encoder}"
+  metrics = {f"{prefix}/{k}": v for k, v in scores.items()}
+  record = {"step": step, "encoder": encoder, "tasks": list(tasks), "folds": folds,
+            "inner_folds": inner_folds, "metrics": metrics}
+  name = RESULTS_FILE if encoder == "trained" else f"evaluation_{encoder}.json"
+  with open(os.path.join(workdir, name), "w") as f:
+    json.dump(record, f, indent=2)
+  if encoder == "trained":
+    epochs = [r["epoch"] for r in read_metrics(workdir) if r.get("step") == step
+              and "epoch" in r]
+    point = {"step": step, **({"epoch": epochs[-1]} if epochs else {}), **metrics}
+    with open(os.path.join(workdir, METRICS_FILE), "a") as f:
+      f.write(json.dumps(point) + "\n")
+  return record

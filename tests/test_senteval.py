@@ -1,0 +1,130 @@
+"""SentEval / SICK readers (lnorm.data.senteval) on fixture files the tests write, and
+the evaluation protocols (lnorm.sentence_eval) on features with known answers."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from lnorm import sentence_eval as se
+from lnorm.data import core
+from lnorm.data import senteval
+from lnorm.errors import UserError
+
+SICK_HEADER = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+
+
+def write(path, text, encoding="utf-8"):
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_bytes(text.encode(encoding))
+
+
+def test_binary_task_reads_both_files_label_one_first_latin1_and_blank_lines(tmp_path):
+  write(tmp_path / "senteval" / "rt-polarity.pos", "A Good film .\n\ncaf\xe9 \x85 fine\n",
+        "latin-1")
+  write(tmp_path / "senteval" / "rt-polarity.neg", "bad one\n")
+  data = senteval.read_binary(str(tmp_path), "mr")
+  # Latin-1 \x85 does not break the line (it separates words); blank lines are skipped.
+  assert data.sentences == [["a", "good", "film", "."], ["caf\xe9", "fine"], ["bad", "one"]]
+  np.testing.assert_array_equal(data.labels, [1, 1, 0])
+
+
+def test_trec_coarse_labels_and_malformed_line(tmp_path):
+  write(tmp_path / "TREC.train", "DESC:manner How did it go ?\nNUM:date When was it ?\n")
+  write(tmp_path / "TREC.test", "LOC:city Where is Paris ?\n")
+  data = senteval.read_trec(str(tmp_path))
+  assert data["train"].sentences[0] == ["how", "did", "it", "go", "?"]
+  np.testing.assert_array_equal(data["train"].labels, [1, 5])
+  np.testing.assert_array_equal(data["test"].labels, [4])
+  write(tmp_path / "TREC.test", "LOC:city Where is Paris ?\nnonsense line\n")
+  with pytest.raises(core.MalformedDataError, match="line 2"):
+    senteval.read_trec(str(tmp_path))
+
+
+def test_sick_reader_and_its_errors(tmp_path):
+  folder = tmp_path / "sick"
+  for name in senteval.SICK_FILES.values():
+    write(folder / name, SICK_HEADER + "1\tA man is here\tA man is there\t4.5\tNEUTRAL\n"
+          "2\tNo one\tSomeone\t1\tCONTRADICTION\n")
+  data = senteval.read_sick(str(tmp_path))
+  assert data["trial"].first == [["a", "man", "is", "here"], ["no", "one"]]
+  np.testing.assert_array_equal(data["test"].scores, [4.5, 1.0])
+  write(folder / "SICK_trial.txt", SICK_HEADER + "1\ta\tb\tsix\tNEUTRAL\n")
+  with pytest.raises(core.MalformedDataError, match="SICK_trial.txt.*line 2"):
+    senteval.read_sick(str(tmp_path))
+  write(folder / "SICK_trial.txt", "id\ta\tb\n")
+  with pytest.raises(core.MalformedDataError, match="header"):
+    senteval.read_sick(str(tmp_path))
+
+
+def test_missing_files_say_where_lnorm_looked(tmp_path):
+  with pytest.raises(core.DatasetNotFoundError, match="custrev.pos") as e:
+    senteval.read_binary(str(tmp_path), "cr")
+  assert str(tmp_path / "senteval") in str(e.value)
+
+
+def test_soft_targets_have_the_score_as_expected_class():
+  scores = np.array([1.0, 2.3, 4.5, 5.0])
+  p = se.soft_targets(scores)
+  np.testing.assert_allclose(p[1], [0, 0.7, 0.3, 0, 0])
+  np.testing.assert_allclose(p[3], [0, 0, 0, 0, 1])
+  np.testing.assert_allclose(p.sum(1), 1)
+  np.testing.assert_allclose(p @ np.arange(1, 6), scores)
+
+
+def _separable(n=120, d=6, seed=0):
+  rng = np.random.default_rng(seed)
+  labels = rng.integers(0, 2, n)
+  features = rng.normal(size=(n, d))
+  features[:, 0] = np.where(labels == 1, 3.0, -3.0) + 0.1 * features[:, 0]
+  return features, labels
+
+
+def test_classifier_protocols_on_separable_and_random_features():
+  features, labels = _separable()
+  assert se.cross_validated_accuracy(features, labels, folds=3, inner_folds=3) == 100.0
+  assert se.train_test_accuracy(features[:80], labels[:80], features[80:], labels[80:],
+                                inner_folds=3) == 100.0
+  noise = np.random.default_rng(1).normal(size=(400, 6))
+  chance = se.cross_validated_accuracy(noise, np.arange(400) % 2, folds=3, inner_folds=3)
+  assert 38.0 < chance < 62.0
+
+
+def test_relatedness_recovers_a_linear_score_and_not_noise():
+  rng = np.random.default_rng(0)
+
+  def split(n):
+    scores = rng.uniform(1, 5, n)
+    u = rng.normal(size=(n, 4))
+    v = u.copy()
+    v[:, 0] = u[:, 0] + (5 - scores)  # |u - v| in the first feature is 5 - score.
+    return u, v, scores
+
+  result = se.relatedness(split(300), split(100), split(200))
+  assert result["pearson"] > 0.97 and result["spearman"] > 0.95 and result["mse"] < 0.1
+  noise = lambda n: (rng.normal(size=(n, 4)), rng.normal(size=(n, 4)), rng.uniform(1, 5, n))
+  assert abs(se.relatedness(noise(300), noise(100), noise(300))["pearson"]) < 0.2
+
+
+def test_relatedness_metrics_are_scipy_s(monkeypatch):
+  rng = np.random.default_rng(3)
+  u, v = rng.normal(size=(50, 3)), rng.normal(size=(50, 3))
+  scores = rng.uniform(1, 5, 50)
+  model = se.SoftTargetRegression(1.0).fit(se.pair_features(u, v), scores)
+  predicted = model.predict(se.pair_features(u, v))
+  assert np.all((predicted >= 1) & (predicted <= 5))
+  result = se.relatedness((u, v, scores), (u, v, scores), (u, v, scores), grid=(1.0,))
+  np.testing.assert_allclose(result["pearson"], stats.pearsonr(predicted, scores)[0])
+  np.testing.assert_allclose(result["mse"], np.mean((predicted - scores) ** 2))
+
+
+def test_evaluate_encoder_on_fixture_files_with_a_perfect_encoder(tmp_path):
+  # Sentences that say "good" are label 1: an encoder that sees the word is perfect.
+  pos = "".join(f"good film number {i} .\n" for i in range(30))
+  neg = "".join(f"bad film number {i} .\n" for i in range(30))
+  write(tmp_path / "senteval" / "mpqa.pos", pos)
+  write(tmp_path / "senteval" / "mpqa.neg", neg)
+  encode = lambda sentences: np.array([[float("good" in s), len(s)] for s in sentences])
+  results = se.evaluate_encoder(encode, ["mpqa"], str(tmp_path), folds=3, inner_folds=3)
+  assert results == {"mpqa_accuracy": 100.0}
+  with pytest.raises(UserError, match="Unknown evaluation task"):
+    se.evaluate_encoder(encode, ["mqpa"], str(tmp_path))
