@@ -26,6 +26,8 @@ COMMANDS = {
     "compare": ("lnorm.commands.compare", "Updates and time to reach the baseline's best metric."),
     "invariance": ("lnorm.invariance",
                    "Measure LN paper Table 1 (invariance under re-scaling and re-centering)."),
+    "sample": ("lnorm.commands.sample",
+               "Generate from a trained run (handwriting: write a given text)."),
     "evaluate": ("lnorm.commands.evaluate",
                  "Score a run's sentence encoder on SICK, MR, CR, SUBJ, MPQA, TREC."),
     "bln-search": ("lnorm.commands.bln_search",

@@ -8,6 +8,7 @@ Datasets and their sources ('auto' tries the listed order):
   imdb             tfds -> files               train/validation/test (+ 'synthetic')
   books            files                       train/validation (+ 'synthetic')
   image_captions   files                       train/validation/test (+ 'synthetic')
+  iamondb          files -> strokes_npy        train/validation/test (+ 'synthetic')
 
 Under 'auto', TFDS is used only if the dataset is already prepared locally; it
 never downloads. Synthetic data is never chosen by 'auto'.
@@ -22,6 +23,7 @@ from lnorm.data import binarized_mnist
 from lnorm.data import books
 from lnorm.data import cifar10
 from lnorm.data import image_captions
+from lnorm.data import iamondb
 from lnorm.data import imdb
 from lnorm.data import mnist
 from lnorm.data.core import DATA_DIR_ENV
@@ -42,6 +44,7 @@ DATASETS = {
     "cifar10": cifar10,
     "imdb": imdb,
     "books": books,
+    "iamondb": iamondb,
     "image_captions": image_captions,
 }
 

@@ -28,6 +28,7 @@ EXPERIMENTS = {
     "draw": "experiments.draw.task",
     "bln_cifar": "experiments.bln_cifar.task",
     "bln_imdb": "experiments.bln_imdb.task",
+    "handwriting": "experiments.handwriting.task",
     "skip_thoughts": "experiments.skip_thoughts.task",
     "order_embeddings": "experiments.order_embeddings.task",
 }

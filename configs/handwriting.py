@@ -1,0 +1,118 @@
+r"""Handwriting synthesis on IAM-OnDB: LN paper sec. 6.5, Figure 5.
+
+The network of Graves (2013) sec. 5.2: three stacked LSTMs of 400 with skip
+connections (input and window to every layer, every layer to the output), a soft
+window of 10 Gaussians over the one-hot text (57 symbols), and a mixture of 20
+bivariate Gaussians plus an end-of-stroke Bernoulli (121 outputs): 3,650,151 weights
+without LN (the paper: about 3.7M). Adam, batch 8, lines of up to 500 pen moves.
+``norm`` picks the LSTM: ``none`` (baseline) or ``ln`` (the LN-LSTM of REFERENCE.md
+sec. 4, in all three layers).
+
+The paper's claim (Figure 5): LN reaches a log-likelihood comparable to the
+baseline's much faster (in updates). The paper gives no number to match.
+
+Long lines: 76% of IAM-OnDB's lines have more than 500 moves (the mean is about 630).
+With ``data.long_lines='truncate'`` (the default, the paper's "sequence length of 500")
+they are cut to their first 500 moves and keep their whole transcription, so the
+window need not reach the last character; ``'drop'`` keeps only lines that fit.
+
+Reproduce one curve of Figure 5 (IAM-OnDB's two archives in $LNORM_DATA_DIR/iamondb/):
+
+  lnorm train --config configs/handwriting.py:norm=ln --workdir runs/handwriting/ln
+
+and the figure with ``lnorm sweep --config configs/handwriting.py --sweep paper``.
+
+``scale=cpu`` is a reduced setting that shows both curves on one CPU core in about
+half an hour each: LSTMs of 128 instead of 400 (a step of 300 moves costs ~0.25 s
+instead of ~2.2 s for 500 moves at 400 units, batch 8, one core); every second point
+of each stroke (``data.downsample=2``: lines average ~330 moves instead of ~630, so
+that most lines fit in 400 moves whole and the window sees the text to its end),
+lines of up to 400 moves, 3 epochs, and the validation NLL every 250 updates for
+curves against updates. NLLs at this scale are per thinned move and are not
+comparable with full-resolution ones. ``smoke=true`` is a tiny model on synthetic
+scribbles for tests.
+"""
+
+from lnorm.config import parse_arg_string
+from lnorm.errors import ConfigError
+from lnorm.training.defaults import base_config, norm_options
+
+SCALES = ("paper", "cpu")
+
+
+def get_config(arg=None):
+  args = parse_arg_string(arg, {"norm": "ln", "scale": "paper", "smoke": False})
+  if args["scale"] not in SCALES:
+    raise ConfigError(f"Unknown scale {args['scale']!r}. Valid choices: {', '.join(SCALES)}.")
+  c = base_config()
+  c.experiment = "handwriting"
+  c.norm = args["norm"]  # none | ln: the LSTM variant of all three layers (lnorm.rnn).
+  c.norm_options = norm_options()  # ln.eps / ln.scale_init reach the LSTMs' LNs.
+  c.hidden_size = 400  # Units of each LSTM layer.
+  c.num_layers = 3  # Stacked LSTMs; the window is computed from the first.
+  c.num_gaussians = 10  # K, Gaussians of the soft window over the characters.
+  c.num_components = 20  # M, bivariate Gaussians of the output mixture (6M + 1 outputs).
+  c.forget_bias = 1.0  # Initial forget-gate bias of every LSTM.
+  c.scan_unroll = 1  # Time steps per scan iteration (same results; longer compile).
+
+  c.batch_size = 8
+  c.num_epochs = 30
+  c.optimizer.name = "adam"  # optax defaults: b1 0.9, b2 0.999, eps 1e-8.
+  c.optimizer.learning_rate = 1e-3
+  # Graves clipped derivatives; the loss is in nats per line (hundreds to thousands),
+  # so early gradients are large. Global-norm clipping; 0 turns it off.
+  c.optimizer.clip_global_norm = 100.0
+  c.eval_batch_size = 64
+  # Written after every epoch into <workdir>/images/ (empty: no sample).
+  c.sample_text = "layer normalization"
+  c.sample_bias = 0.5  # Graves's sampling bias b (0: the model's own distribution).
+  c.sample_max_steps = 0  # Pen moves before a sample is cut off (0: 40 per character).
+  c.eval_splits = ("validation",)
+  c.final_eval_splits = ("test",)
+
+  c.data.name = "iamondb"
+  c.data.source = "auto"  # auto: files (the two archives or folders) -> strokes_npy.
+  c.data.max_points = 500  # Pen moves per line (Graves: sequences of 500).
+  c.data.long_lines = "truncate"  # Lines over max_points: 'truncate' or 'drop'.
+  # Lines with a move longer than this (raw tablet units) hold a sensor glitch and are
+  # dropped: 31 of IAM-OnDB's 12,187 transcribed lines.
+  c.data.max_offset = 2000.0
+  c.data.downsample = 1  # Keep every n-th point of each stroke (1: all, the paper).
+  c.data.validation_fraction = 0.05  # Share of the forms held out for validation.
+  c.data.test_fraction = 0.05  # Share of the forms held out for test.
+
+  if args["scale"] == "cpu":
+    c.hidden_size = 128
+    c.data.downsample = 2
+    c.data.max_points = 400
+    c.num_epochs = 3
+    c.eval_every_steps = 250
+    c.eval_every_splits = ("validation",)
+  if args["smoke"]:
+    c.hidden_size = 16
+    c.num_gaussians = 3
+    c.num_components = 4
+    c.num_epochs = 1
+    c.batch_size = 4
+    c.progress_bar = False
+    c.data.source = "synthetic"
+    c.data.synthetic_size = 48
+    c.data.max_points = 64
+    c.sample_text = "bad face"  # Words of the synthetic lines.
+    c.sample_max_steps = 40
+  return c
+
+
+def get_sweep(name=None):
+  """Named grids of dotted overrides (see ``lnorm sweep``).
+
+  lnorm sweep --config configs/handwriting.py --sweep paper --workdir runs/handwriting
+  lnorm sweep --config configs/handwriting.py:scale=cpu --sweep cpu --workdir runs/hw_cpu
+  """
+  sweeps = {
+      # Figure 5: baseline and LN at paper size (for a GPU).
+      "paper": [{"norm": n} for n in ("none", "ln")],
+      # The issue's CPU claim check: both norms, two seeds each, same data.
+      "cpu": [{"norm": n, "seed": s} for n in ("none", "ln") for s in (0, 1)],
+  }
+  return sweeps if name is None else sweeps[name]

@@ -1,0 +1,142 @@
+"""Handwriting synthesis on IAM-OnDB (LN paper sec. 6.5, Figure 5; Graves 2013 sec. 5.2).
+
+The loss is the exact negative log-likelihood of the pen moves and end-of-stroke
+flags in nats per line (padding excluded), averaged over the batch. Metrics per
+line: 'nll' (nats per line), 'points' (real moves in the line) and 'nll_per_point'
+('nll' / 'points' of each line; the epoch's value is its mean over lines).
+
+The offsets' scale and the alphabet, which a sampler needs to turn model outputs
+back into pen coordinates, are written to ``<workdir>/handwriting_data.json``. After
+every epoch the model writes ``config.sample_text`` into ``<workdir>/images/``;
+``lnorm sample`` writes any text with a trained run (:meth:`Task.sample`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import jax
+import jax.numpy as jnp
+
+from experiments.handwriting import pictures
+from experiments.handwriting import sampling
+from experiments.handwriting.model import HandwritingSynthesis, sequence_nll
+from lnorm.data import strokes as strokes_lib
+from lnorm.errors import UserError
+from lnorm.rnn import make_lstm_cell
+from lnorm.training.checkpoint import Checkpointer
+from lnorm.training.loop import TrainState
+from lnorm.training.optim import make_optimizer
+from lnorm.training.task import Task as BaseTask
+
+DATA_RECORD = "handwriting_data.json"
+
+
+def build_model(config, num_symbols: int) -> HandwritingSynthesis:
+  c = config
+  cell = make_lstm_cell(c.norm, forget_bias=c.forget_bias, ln_eps=c.norm_options.ln.eps,
+                        ln_scale_init=c.norm_options.ln.scale_init)
+  return HandwritingSynthesis(cell=cell, hidden_size=c.hidden_size, num_layers=c.num_layers,
+                              num_gaussians=c.num_gaussians, num_components=c.num_components,
+                              num_symbols=num_symbols, unroll=c.get("scan_unroll", 1))
+
+
+class Task(BaseTask):
+  norms = ("none", "ln")
+
+  def load_data(self):
+    self._dataset = super().load_data()
+    return self._dataset
+
+  def build_model(self, dataset):
+    self._model = build_model(self.config, dataset.info["num_symbols"])
+    return self._model
+
+  def model_inputs(self, batch):
+    return batch["strokes"], batch["length"], batch["text"], batch["text_length"]
+
+  def loss_and_metrics(self, outputs, batch):
+    nll, points = sequence_nll(outputs, batch["strokes"], batch["length"],
+                               self.config.num_components)
+    metrics = {"nll": nll, "points": points,
+               "nll_per_point": nll / jnp.maximum(points, 1.0)}
+    return jnp.mean(nll), metrics
+
+  def end_of_epoch(self, state, workdir, step, writer):
+    """Records the data scale and writes this epoch's sample of ``sample_text``."""
+    if jax.process_index() != 0:
+      return None
+    record = write_data_record(workdir, self._dataset.info)
+    text = self.config.get("sample_text", "")
+    if text:
+      base = os.path.join(workdir, "images", f"sample_{step:08d}")
+      paths = self._write(jax.device_get(state.params), record, text, seed=step,
+                          bias=self.config.get("sample_bias", 0.0), out_base=base)
+      writer.write_images(step, {"sample": paths["png"],
+                                 "sample_attention": paths["attention"]})
+    return None
+
+  def sample(self, workdir: str, *, text: str, bias: float = 0.0, seed: int = 0,
+             out_base: str | None = None) -> dict[str, str]:
+    """Writes ``text`` with the latest checkpoint of ``workdir``: SVG, PNG and the
+    window's attention picture. Returns their paths (and whether it finished)."""
+    path = os.path.join(workdir, DATA_RECORD)
+    if not os.path.exists(path):
+      raise UserError(f"{path} does not exist: the run in {workdir} has not finished an "
+                      "epoch yet (the data scale is recorded at the end of each epoch).")
+    with open(path) as f:
+      record = json.load(f)
+    self._model = build_model(self.config, record["num_symbols"])
+    params = restore_params(self.config, self._model, workdir)
+    if out_base is None:
+      slug = re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")[:40] or "text"
+      out_base = os.path.join(workdir, "samples", f"{slug}_bias{bias:g}_seed{seed}")
+    return self._write(params, record, text, seed=seed, bias=bias, out_base=out_base)
+
+  def _write(self, params, record, text, *, seed, bias, out_base) -> dict[str, str]:
+    ids = strokes_lib.encode_text(text, record["alphabet"])
+    if not len(ids):
+      raise UserError("The text to write is empty.")
+    # Lines average about 20 moves per character; leave room for slow writers.
+    max_steps = int(self.config.get("sample_max_steps", 0)) or 40 * len(ids) + 100
+    # Kept: each epoch's sample reuses the compiled generator.
+    if getattr(self, "_generator", (None, None))[0] != max_steps:
+      self._generator = (max_steps, sampling.make_generator(self._model, max_steps))
+    generate = self._generator[1]
+    sample = sampling.write_text(generate, params, ids, seed, bias)
+    title = f"{text!r} (norm={self.config.norm}, bias={bias:g}, seed={seed}" + (
+        ")" if sample["finished"] else f", stopped at {max_steps} moves)")
+    paths = pictures.save_sample(sample, text, record["offset_scale"], out_base, title)
+    return {**paths, "finished": sample["finished"], "moves": len(sample["moves"])}
+
+
+def write_data_record(workdir: str, info: dict) -> dict:
+  """What turns outputs back into pen moves: offset scale, alphabet, sizes."""
+  record = {k: info[k] for k in ("alphabet", "num_symbols", "offset_scale", "max_points",
+                                 "max_chars")}
+  with open(os.path.join(workdir, DATA_RECORD), "w") as f:
+    json.dump(record, f, indent=2)
+  return record
+
+
+def restore_params(config, model: HandwritingSynthesis, workdir: str):
+  """The parameters of the latest checkpoint, restored without loading any data:
+  their shapes depend only on the config and the alphabet."""
+  dummy = (jnp.zeros((1, 2, 3)), jnp.ones((1,), jnp.int32), jnp.zeros((1, 1), jnp.int32),
+           jnp.ones((1,), jnp.int32))
+  tx = make_optimizer(config.optimizer)
+
+  def create():
+    params = model.init(jax.random.key(0), *dummy, train=True)["params"]
+    return TrainState.create(apply_fn=model.apply, params=params, tx=tx, batch_stats={})
+
+  checkpointer = Checkpointer(workdir)
+  try:
+    if checkpointer.latest_step() is None:
+      raise UserError(f"{workdir} holds no checkpoint: train it first with `lnorm train`.")
+    state, _ = checkpointer.restore(jax.eval_shape(create))
+  finally:
+    checkpointer.close()
+  return state.params
