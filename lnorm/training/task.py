@@ -29,6 +29,7 @@ EXPERIMENTS = {
     "bln_cifar": "experiments.bln_cifar.task",
     "bln_imdb": "experiments.bln_imdb.task",
     "handwriting": "experiments.handwriting.task",
+    "attentive_reader": "experiments.attentive_reader.task",
     "skip_thoughts": "experiments.skip_thoughts.task",
     "order_embeddings": "experiments.order_embeddings.task",
 }
