@@ -178,6 +178,23 @@ def test_parameter_count_at_paper_size(norm, expected):
   assert sum(x.size for x in jax.tree.leaves(shapes)) == expected
 
 
+def test_untrained_window_advances_at_its_initial_step(precise_jax):
+  rng = np.random.default_rng(4)
+  batch = random_batch(rng, [6], [5], steps=6, chars=5)
+  model = HandwritingSynthesis(make_lstm_cell("none", forget_bias=1.0), hidden_size=H,
+                               num_gaussians=K, num_components=M, num_symbols=V,
+                               window_initial_step=0.1)
+  params = model.init(jax.random.key(0), *batch)["params"]
+  np.testing.assert_allclose(params["layer_0"]["window"]["bias"],
+                             [0.0] * 2 * K + [np.log(0.1)] * K, rtol=1e-6)
+  # Without the kernel the window moves exactly 0.1 characters per move: after t + 1
+  # moves every Gaussian sits at 0.1 (t + 1), and phi(t, 0) = K exp(-(0.1 (t + 1))^2).
+  params["layer_0"]["window"]["kernel"] = jnp.zeros_like(params["layer_0"]["window"]["kernel"])
+  phi = model.apply({"params": params}, *batch)["phi"][0]
+  kappa = 0.1 * np.arange(1, 7)
+  np.testing.assert_allclose(phi[:, 0], K * np.exp(-kappa ** 2), rtol=1e-5)
+
+
 # --- sampling -------------------------------------------------------------------------
 
 

@@ -40,7 +40,10 @@ def build_model(config, num_symbols: int) -> HandwritingSynthesis:
                         ln_scale_init=c.norm_options.ln.scale_init)
   return HandwritingSynthesis(cell=cell, hidden_size=c.hidden_size, num_layers=c.num_layers,
                               num_gaussians=c.num_gaussians, num_components=c.num_components,
-                              num_symbols=num_symbols, unroll=c.get("scan_unroll", 1))
+                              num_symbols=num_symbols,
+                              # Runs from before the field started the window at 1.
+                              window_initial_step=c.get("window_initial_step", 1.0),
+                              unroll=c.get("scan_unroll", 1))
 
 
 class Task(BaseTask):
