@@ -9,6 +9,7 @@ Datasets and their sources ('auto' tries the listed order):
   books            files                       train/validation (+ 'synthetic')
   image_captions   files                       train/validation/test (+ 'synthetic')
   iamondb          files -> strokes_npy        train/validation/test (+ 'synthetic')
+  cloze            files                       train/validation/test (+ 'cloze_books', 'synthetic')
 
 Under 'auto', TFDS is used only if the dataset is already prepared locally; it
 never downloads. Synthetic data is never chosen by 'auto'.
@@ -22,6 +23,7 @@ from typing import Any
 from lnorm.data import binarized_mnist
 from lnorm.data import books
 from lnorm.data import cifar10
+from lnorm.data import cloze
 from lnorm.data import image_captions
 from lnorm.data import iamondb
 from lnorm.data import imdb
@@ -46,6 +48,7 @@ DATASETS = {
     "books": books,
     "iamondb": iamondb,
     "image_captions": image_captions,
+    "cloze": cloze,
 }
 
 

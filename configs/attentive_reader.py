@@ -1,0 +1,141 @@
+r"""The attentive reader on cloze question answering: LN paper sec. 6.2, Figure 2
+(REFERENCE.md sec. 5).
+
+Paper settings (the defaults): the CNN corpus of Hermann et al. with passages cut to
+4 sentences (the Cooijmans et al. preprocessing); a unidirectional attentive reader
+with a shared word embedding of 240, passage and question LSTMs of 240 units with
+learned initial states, attention and readout of 240, dropout 0.5 on the readout;
+Adam lr 8e-5, batch 64, global-norm clip 10; validation error against updates (800k
+in Figure 2). Variants: ``none`` (LSTM), ``bn`` (recurrent BN, gain init 0.1),
+``bn_everywhere`` (also BN on the attention and readout layers) and ``ln`` (LN-LSTM,
+gain init 1.0; ``ln_gain=0.1`` for the paper's comparison, which 1.0 won clearly).
+The paper reports curves only: LN trains faster than LSTM and both BN variants and
+ends lower (Figure 2: about 0.40 validation error).
+
+  lnorm train --config configs/attentive_reader.py:norm=ln \
+      --workdir runs/ar/paper_ln --config.data.data_dir=<dir holding cnn/questions>
+  lnorm sweep --config configs/attentive_reader.py --sweep paper --workdir runs/ar/paper
+
+``scale=cpu`` (one CPU core, about 10 minutes a run): the CNN corpus is not
+available here, so the data are the cloze questions built from the 17 Gutenberg
+books (``data.source=cloze_books``, 4-sentence passages, split by book; see
+lnorm.data.cloze_books); embedding, LSTMs, attention and readout 240 -> 128 and the
+vocabulary 10k, because the passage LSTM's 160 sequential steps dominate a step;
+passages capped at 160 tokens and questions at 50 (longer examples dropped; every
+split is padded to these lengths, so training compiles once); learning rate 8e-5 ->
+5e-4, because a run here lasts about 1,500 updates, not 800k; validation every 100
+updates.
+
+  lnorm train --config configs/attentive_reader.py:norm=ln,scale=cpu \
+      --workdir runs/ar/ln
+  lnorm sweep --config configs/attentive_reader.py:scale=cpu --sweep cpu \
+      --workdir runs/ar
+"""
+
+import ml_collections
+
+from lnorm.config import parse_arg_string
+from lnorm.errors import ConfigError
+from lnorm.training.defaults import base_config, norm_options
+
+
+def get_config(arg=None):
+  args = parse_arg_string(arg, {"norm": "ln", "scale": "paper", "ln_gain": 1.0,
+                                "smoke": False})
+  c = base_config()
+  c.experiment = "attentive_reader"
+  c.norm = args["norm"]  # none | bn | bn_everywhere | ln
+  c.norm_options = norm_options()
+  c.norm_options.ln.scale_init = args["ln_gain"]  # LN gain init: 1.0 or 0.1 (paper).
+  c.norm_options.bn.scale_init = 0.1  # Cooijmans et al.'s BN gain init.
+  c.batch_size = 64
+  c.optimizer.name = "adam"
+  c.optimizer.learning_rate = 8e-5  # The authors' code.
+  c.optimizer.clip_global_norm = 10.0
+  c.max_steps = 800_000  # Figure 2's x axis (updates).
+  c.num_epochs = 1  # Unused while max_steps > 0.
+  c.eval_splits = ("validation",)  # The paper reports validation curves only.
+  c.eval_every_steps = 5_000
+  c.eval_every_splits = ("validation",)
+  c.eval_batch_size = 256
+
+  c.model = ml_collections.ConfigDict()
+  c.model.embed_size = 240  # One embedding for passage and question words.
+  c.model.hidden_size = 240  # Both LSTMs.
+  c.model.attention_size = 240
+  c.model.readout_size = 240
+  c.model.dropout = 0.5  # On the readout, before the answer softmax.
+  c.model.bilinear = True  # The (V d_t).(V q) term of the authors' attention.
+  c.model.forget_bias = 0.0
+  # Predict among the entities of the passage only (Hermann et al.'s evaluation).
+  c.model.restrict_to_passage_entities = True
+
+  c.data.name = "cloze"
+  c.data.source = "files"  # files (CNN/Daily Mail) | cloze_books | synthetic
+  c.data.corpus = "cnn"  # files: cnn or dailymail.
+  c.data.passage_sentences = 4  # Cooijmans et al.'s preprocessing (0: whole passage).
+  c.data.sentence_selection = "first"  # files: first | overlap (most question words).
+  c.data.vocab_size = 50000  # Ids, the reserved and entity ones included.
+  c.data.num_entities = 600  # @entity0..@entity599: the answer vocabulary.
+  c.data.max_passage_tokens = 400  # Longer examples are dropped.
+  c.data.max_question_tokens = 100
+  c.data.permute_entities = True  # Rename the entities per example in training.
+  c.data.validation_books = 2  # cloze_books: held-out books for validation ...
+  c.data.test_books = 2  # ... and for test.
+  c.data.min_entity_count = 3  # cloze_books: see lnorm.data.cloze_books.
+
+  if args["scale"] == "cpu":
+    c.model.embed_size = 128
+    c.model.hidden_size = 128
+    c.model.attention_size = 128
+    c.model.readout_size = 128
+    c.data.source = "cloze_books"
+    c.data.vocab_size = 10000
+    c.data.num_entities = 40
+    c.data.max_passage_tokens = 160
+    c.data.max_question_tokens = 50
+    c.optimizer.learning_rate = 5e-4
+    c.max_steps = 1500
+    c.eval_every_steps = 100
+    c.steps_per_call = 10
+    c.progress_bar = False
+  elif args["scale"] != "paper":
+    raise ConfigError(f"scale must be 'paper' or 'cpu', got {args['scale']!r}")
+
+  if args["smoke"]:
+    c.model.embed_size = 8
+    c.model.hidden_size = 8
+    c.model.attention_size = 8
+    c.model.readout_size = 8
+    c.data.source = "synthetic"
+    c.data.synthetic_examples = 64
+    c.data.vocab_size = 60
+    c.data.num_entities = 10
+    c.data.max_passage_tokens = 40
+    c.data.max_question_tokens = 6
+    c.data.use_cache = False
+    c.batch_size = 8
+    c.max_steps = 0
+    c.num_epochs = 1
+    c.eval_every_steps = 0
+    c.steps_per_call = 1
+    c.eval_batch_size = 32
+    c.progress_bar = False
+  return c
+
+
+#: The LN gain init compared in Figure 2's text.
+_LN_GAINS = (1.0, 0.1)
+
+
+def get_sweep(name=None):
+  """Named grids of dotted overrides (see ``lnorm sweep``)."""
+  variants = ([{"norm": "none"}, {"norm": "bn"}]
+              + [{"norm": "ln", "norm_options.ln.scale_init": g} for g in _LN_GAINS])
+  sweeps = {
+      # Figure 2 on a GPU: LSTM, BN-LSTM, BN-everywhere, LN-LSTM (gain 1.0 and 0.1).
+      "paper": variants[:2] + [{"norm": "bn_everywhere"}] + variants[2:],
+      # The CPU comparison (scale=cpu): same seed and data; bn_everywhere if time allows.
+      "cpu": variants,
+  }
+  return sweeps if name is None else sweeps[name]
