@@ -222,6 +222,28 @@ def test_strokes_npy_source_reorders_columns(tmp_path):
     data.load("iamondb", {"data_dir": str(tmp_path), "source": "strokes_npy"})
 
 
+def _object_array(items):
+  arr = np.empty(len(items), object)
+  arr[:] = items
+  return arr
+
+
+@pytest.mark.parametrize("write, problem", [
+    (lambda path: path.write_text("not a numpy file"), "cannot be read by numpy.load"),
+    (lambda path: np.save(path, _object_array([np.zeros((4, 3)), np.zeros((5, 2))]),
+                          allow_pickle=True), r"entry 1 has shape \(5, 2\)"),
+    (lambda path: np.save(path, _object_array([np.zeros((4, 3)), "text"]), allow_pickle=True),
+     "entry 1 is not a numeric array"),
+])
+def test_strokes_npy_malformed_names_the_file(tmp_path, write, problem):
+  root = tmp_path / "iamondb"
+  root.mkdir()
+  write(root / "strokes.npy")
+  (root / "sentences.txt").write_text("ab\ncd\n")
+  with pytest.raises(MalformedDataError, match=rf"strokes\.npy.*{problem}"):
+    data.load("iamondb", {"data_dir": str(tmp_path), "source": "strokes_npy"})
+
+
 def test_synthetic_source_is_labelled_and_seeded():
   a = data.load("iamondb", {"source": "synthetic", "synthetic_size": 20})
   b = data.load("iamondb", {"source": "synthetic", "synthetic_size": 20})

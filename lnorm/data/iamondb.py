@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import re
 import tarfile
 import sys
@@ -244,7 +245,9 @@ def read_strokes_npy(strokes_path: str, sentences_path: str) -> tuple[list[np.nd
   try:
     # The format is a pickled object array: only load files you trust.
     raw = np.load(strokes_path, allow_pickle=True, encoding="latin1")
-  except (OSError, ValueError) as e:
+  except (OSError, ValueError, pickle.UnpicklingError) as e:
+    # numpy.load falls back to unpickling any file that is not .npy or .npz, so a file
+    # of another format fails as a pickle.
     raise core.MalformedDataError(strokes_path, f"cannot be read by numpy.load ({e})") from e
   with open(sentences_path, encoding="utf-8", errors="replace") as f:
     texts = [line.rstrip("\n") for line in f]
@@ -256,7 +259,11 @@ def read_strokes_npy(strokes_path: str, sentences_path: str) -> tuple[list[np.nd
         "arrays: they must correspond one to one")
   lines = []
   for i, line in enumerate(raw):
-    line = np.asarray(line, np.float32)
+    try:
+      line = np.asarray(line, np.float32)
+    except (TypeError, ValueError) as e:
+      raise core.MalformedDataError(
+          strokes_path, f"entry {i} is not a numeric array ({e})") from e
     if line.ndim != 2 or line.shape[1] != 3:
       raise core.MalformedDataError(
           strokes_path, f"entry {i} has shape {line.shape}, expected [T, 3] rows of "
