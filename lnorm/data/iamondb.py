@@ -339,7 +339,7 @@ def _finish(lines: list[np.ndarray], texts: list[str], groups: list[str], config
                                         scale, num_points, num_chars)
   num_groups = {s: len({groups[i] for i, t in enumerate(split_of) if t == s}) for s in data}
   factor = _opt(config, "downsample")
-  thinned = f"every {factor}th point of each stroke kept; " if factor > 1 else ""
+  thinned = f"1 point in {factor} of each stroke kept; " if factor > 1 else ""
   notes = (f"{note}; {thinned}{cleaning.describe()}; split by form (seed "
            f"{core.option(config, 'seed', 0)}): {num_groups}; offsets divided by the "
            f"training std (dx, dy) = ({scale[0]:.4g}, {scale[1]:.4g})")
