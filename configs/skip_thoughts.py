@@ -53,6 +53,15 @@ def get_config(arg=None):
   c.eval_every_steps = 50_000
   c.eval_every_splits = ("validation",)
   c.eval_batch_size = 256
+  # SentEval in the training loop (the paper's checkpoints every 50k updates), into
+  # metrics.jsonl as eval/sick_pearson, eval/mr_accuracy, ...; `lnorm evaluate` does
+  # the same on a finished run.
+  c.periodic_eval_every_steps = 50_000
+  c.sentence_eval = ml_collections.ConfigDict()
+  c.sentence_eval.tasks = ("sick", "mr", "cr", "subj", "mpqa", "trec")
+  c.sentence_eval.folds = 10  # SentEval: 10-fold CV, the L2 strength by inner 10-fold CV.
+  c.sentence_eval.inner_folds = 10
+  c.sentence_eval.data_dir = ""  # senteval/ and sick/ under it; "": $LNORM_DATA_DIR.
 
   c.model = ml_collections.ConfigDict()
   c.model.embed_size = 620
@@ -73,6 +82,9 @@ def get_config(arg=None):
     c.num_epochs = 2  # Passes over the 28.6k training triples of the Gutenberg corpus.
     c.eval_every_steps = 100
     c.steps_per_call = 10
+    # Nested CV on 4 tasks of ~10k sentences takes longer than the training here:
+    # evaluate the finished run with `lnorm evaluate` instead.
+    c.periodic_eval_every_steps = 0
   elif args["scale"] != "paper":
     raise ConfigError(f"scale must be 'paper' or 'cpu', got {args['scale']!r}")
 
@@ -87,6 +99,8 @@ def get_config(arg=None):
     c.max_steps = 0
     c.num_epochs = 1
     c.eval_every_steps = 0
+    c.periodic_eval_every_steps = 0
+    c.sentence_eval.folds = c.sentence_eval.inner_folds = 2
     c.eval_batch_size = 32
     c.progress_bar = False
   return c

@@ -89,6 +89,31 @@ def _best(run: Run, metric: str) -> float | None:
   return (min if runs_lib.lower_is_better(metric) else max)(values)
 
 
+def _measured(run: Run, metric: str) -> float | None:
+  """The last epoch record's value; for a metric measured after training (``lnorm
+  evaluate`` writes ``eval/...`` points), the last point that carries it."""
+  value = results.metric_value(run.epochs[-1], metric)
+  if value is None and run.records(metric):
+    value = results.metric_value(run.records(metric)[-1], metric)
+  return value
+
+
+def _reference_variants(run: Run, metric: str) -> list[tuple[str, float]]:
+  """``eval/m`` measured on reference encoders, logged as ``eval_<encoder>/m``
+  (skip-thoughts' random and bag-of-words encoders): (encoder=<name>, last value)."""
+  split, _, name = metric.partition("/")
+  if split != "eval":
+    return []
+  found = {}
+  for record in run.points:
+    for key, value in record.items():
+      prefix, _, rest = key.partition("/")
+      if (rest == name and prefix.startswith("eval_") and isinstance(value, (int, float))
+          and not isinstance(value, bool)):
+        found[prefix[len("eval_"):]] = float(value)
+  return [(f"encoder={k}", v) for k, v in sorted(found.items())]
+
+
 def _default_metrics(run: Run) -> list[str]:
   last = run.epochs[-1]
   return [k for k in last if k.startswith("test/")][:2] or [
@@ -132,7 +157,7 @@ def collect(paths: Sequence[str]) -> Report:
       metrics = [(p.metric, p) for p in published] or [
           (m, None) for m in _default_metrics(run)]
       for metric, p in metrics:
-        measured = results.metric_value(run.epochs[-1], metric)
+        measured = _measured(run, metric)
         paper_epochs = f" (paper: {p.paper_epochs})" if p and p.paper_epochs else ""
         paper = "—" if p is None else (_fmt(p.value) if p.value is not None else
                                        f"not given ({p.note})")
@@ -141,6 +166,12 @@ def collect(paths: Sequence[str]) -> Report:
             source=p.source if p else "no published number",
             measured=_fmt(measured), best=_fmt(_best(run, metric)), data=data,
             epochs=f"{epochs_run}{paper_epochs}", run=run.path))
+        for variant, value in _reference_variants(run, metric):
+          rows.append(Row(
+              experiment=experiment, setting=f"{run.label}, {variant}", metric=metric,
+              paper="—", source="reference encoder (lnorm evaluate --encoder)",
+              measured=_fmt(value), best="—", data=data, epochs=str(epochs_run),
+              run=run.path))
     if len({str(r.config.get("norm")) for r in group}) > 1:
       comparisons.append(_updates_to_target(experiment, group))
   return Report(rows, unfinished, comparisons)

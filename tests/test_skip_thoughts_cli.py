@@ -1,5 +1,6 @@
 """Skip-thoughts through the CLI: a smoke run on the synthetic books, its resumption,
-and `lnorm evaluate` of the checkpoint on benchmark fixture files."""
+`lnorm evaluate` of the checkpoint on benchmark fixture files, the same evaluation
+inside the training loop, and the report's table beside Table 3."""
 
 import json
 import os
@@ -71,8 +72,54 @@ def test_train_resume_and_evaluate(tmp_path, capsys):
                      "--data-dir", str(data), "--folds", "2", "--inner-folds", "2"]) == 0
     with open(os.path.join(workdir, f"evaluation_{encoder}.json")) as f:
       assert f"eval_{encoder}/mr_accuracy" in json.load(f)["metrics"]
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+      baseline = json.loads(f.read().strip().split("\n")[-1])
+    assert baseline["step"] == last["step"] and f"eval_{encoder}/mr_accuracy" in baseline
   # Mistakes a user can make get a message, not a trace.
   assert cli.main(["evaluate", "--workdir", workdir, "--tasks", "mqpa"]) == 2
   assert cli.main(["evaluate", "--workdir", workdir, "--tasks", "mr", "--encoder", "x"]) == 2
   assert cli.main(["evaluate", "--workdir", str(tmp_path / "nothing")]) == 2
   assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_training_loop_runs_senteval_every_n_updates(tmp_path):
+  data = tmp_path / "data"
+  write_benchmarks(data)
+  workdir = str(tmp_path / "run")
+  assert cli.main(["train", "--config", SMOKE, "--workdir", workdir,
+                   "--config.periodic_eval_every_steps=4",
+                   "--config.sentence_eval.tasks=sick,mr",
+                   f"--config.sentence_eval.data_dir={data}"]) == 0
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    points = [json.loads(line) for line in f]
+  (epoch,) = epoch_records(workdir)
+  evaluated = [p for p in points if "eval/mr_accuracy" in p]
+  # Every 4 updates, and nowhere else.
+  assert [p["step"] for p in evaluated] == list(range(4, epoch["step"] + 1, 4))
+  for p in evaluated:
+    assert {"eval/sick_pearson", "eval/sick_spearman", "eval/sick_mse"} <= set(p)
+    assert 0.0 <= p["eval/mr_accuracy"] <= 100.0 and p["eval/sick_mse"] > 0
+    assert "eval/trec_accuracy" not in p
+
+
+def test_report_puts_the_evaluation_and_its_baselines_beside_table_3(tmp_path):
+  """A run as `lnorm train` then `lnorm evaluate` (trained, random) leave it."""
+  from lnorm import report  # pylint: disable=g-import-not-at-top
+  workdir = tmp_path / "norm=ln"
+  workdir.mkdir()
+  flat = {"experiment": "skip_thoughts", "norm": "ln", "seed": 0, "max_steps": 10,
+          "num_epochs": 1, "steps_per_call": 1}
+  data = {"name": "books", "source": "files", "synthetic": False,
+          "num_examples": {"train": 100, "validation": 10}}
+  (workdir / "config.json").write_text(json.dumps({"config": flat, "data": data}))
+  points = [{"step": 10, "epoch": 0.5, "time/epoch_seconds": 1.0, "validation/token_nll": 5.0},
+            {"step": 10, "epoch": 0.5, "eval/mr_accuracy": 61.5, "eval/sick_pearson": 0.5},
+            {"step": 10, "epoch": 0.5, "eval_random/mr_accuracy": 55.25}]
+  (workdir / "metrics.jsonl").write_text("".join(json.dumps(p) + "\n" for p in points))
+  rows = report.collect([str(tmp_path)]).rows
+  mr = [r for r in rows if r.metric == "eval/mr_accuracy"]
+  assert [(r.paper, r.measured) for r in mr] == [("79.5", "61.5"), ("—", "55.25")]
+  assert mr[1].setting.endswith("encoder=random")
+  assert [r.measured for r in rows if r.metric == "eval/sick_pearson"] == ["0.5"]
+  assert next(r for r in rows if r.metric == "eval/cr_accuracy").measured == "—"

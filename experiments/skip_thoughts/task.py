@@ -14,12 +14,14 @@ The vocabulary is written to ``<workdir>/vocabulary.txt`` at every epoch end (an
 at the end of every run): ``lnorm evaluate`` encodes the benchmark sentences with it
 through :meth:`Task.sentence_encoder`, which also gives the two reference encoders
 of the issue: ``random`` (the same architecture, untrained) and ``bow`` (the mean of
-the trained word embeddings).
+the trained word embeddings). The training loop runs the same evaluation on the live
+encoder every ``periodic_eval_every_steps`` updates (:meth:`Task.periodic_evaluation`).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 
 import jax
@@ -93,21 +95,44 @@ class Task(BaseTask):
         step = int(checkpointer.latest_step())
       finally:
         checkpointer.close()
-    params = jax.device_get(state.params)
-    if kind == "bow":
-      # The words only: lengths - 1 leaves out the EOS the encoder reads last.
-      fn = jax.jit(lambda p, tokens, lengths: masked_mean(
-          p["embed"]["embedding"][tokens], sequence_mask(lengths - 1, tokens.shape[1])))
-    else:
-      fn = jax.jit(lambda p, tokens, lengths: model.apply(
-          {"params": p}, tokens, lengths, method=SkipThoughts.encode))
-    return functools.partial(encode_sentences, fn, params, vocab), step
+    return params_encoder(model, jax.device_get(state.params), vocab, kind), step
+
+  def periodic_evaluation(self, state, workdir: str, step: int) -> dict[str, float]:
+    """The loop calls this every ``periodic_eval_every_steps`` updates (the paper
+    evaluated every 50k): the training encoder on ``config.sentence_eval.tasks``, as
+    ``eval/<task>_<metric>``, the keys ``lnorm evaluate`` writes."""
+    del workdir, step
+    from lnorm import sentence_eval  # pylint: disable=g-import-not-at-top  (scikit-learn)
+    c = self.config
+    vocab = text.Vocabulary(list(self._dataset.info["vocabulary"]))
+    model = self.model_for_vocabulary(len(vocab))
+    encode = params_encoder(model, jax.device_get(state.params), vocab, "trained")
+    scores = sentence_eval.evaluate_encoder(
+        encode, tuple(c.sentence_eval.tasks),
+        c.sentence_eval.data_dir or c.data.get("data_dir"),
+        folds=c.sentence_eval.folds, inner_folds=c.sentence_eval.inner_folds,
+        log=logging.info)
+    return {f"eval/{k}": v for k, v in scores.items()}
 
   def end_of_epoch(self, state, workdir, step, writer):
     del state, step, writer
     if jax.process_index() == 0:
       save_vocabulary(self._dataset.info["vocabulary"], workdir)
     return None
+
+
+def params_encoder(model: SkipThoughts, params, vocab: text.Vocabulary, kind: str):
+  """``encode(token lists) -> [N, D]`` with ``params``: the encoder's final state
+  (``trained`` or ``random``, the same computation) or, for ``bow``, the mean
+  embedding of the words."""
+  if kind == "bow":
+    # The words only: lengths - 1 leaves out the EOS the encoder reads last.
+    fn = jax.jit(lambda p, tokens, lengths: masked_mean(
+        p["embed"]["embedding"][tokens], sequence_mask(lengths - 1, tokens.shape[1])))
+  else:
+    fn = jax.jit(lambda p, tokens, lengths: model.apply(
+        {"params": p}, tokens, lengths, method=SkipThoughts.encode))
+  return functools.partial(encode_sentences, fn, params, vocab)
 
 
 def decoder_nll(logits, tokens, lengths):

@@ -6,8 +6,9 @@ published protocols (``lnorm.sentence_eval``).
 
 The run's latest checkpoint and vocabulary encode the benchmark sentences. Results go
 to ``<workdir>/evaluation.json`` and, as ``eval/<task>_<metric>`` at the checkpoint's
-step, to ``metrics.jsonl``; ``--encoder random|bow`` scores the untrained encoder or
-the mean word embedding instead, into ``evaluation_<encoder>.json`` only.
+step, to ``metrics.jsonl`` and the run's wandb run; ``--encoder random|bow`` scores the
+untrained encoder or the mean word embedding instead, into
+``evaluation_<encoder>.json`` and as ``eval_<encoder>/...`` beside them.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def evaluate(workdir: str, tasks, *, encoder: str = "trained", data_dir: str | N
   """Scores the run in ``workdir`` on ``tasks`` and records the results there."""
   from lnorm import bln_search  # pylint: disable=g-import-not-at-top
   from lnorm import sentence_eval  # pylint: disable=g-import-not-at-top
-  from lnorm.training.metrics_writer import METRICS_FILE, read_metrics  # pylint: disable=g-import-not-at-top
+  from lnorm import config as config_lib  # pylint: disable=g-import-not-at-top
+  from lnorm.training.metrics_writer import MetricWriter, read_metrics  # pylint: disable=g-import-not-at-top
   from lnorm.training.task import load_task  # pylint: disable=g-import-not-at-top
 
   workdir = os.path.abspath(workdir)
@@ -75,10 +77,17 @@ def evaluate(workdir: str, tasks, *, encoder: str = "trained", data_dir: str | N
   name = RESULTS_FILE if encoder == "trained" else f"evaluation_{encoder}.json"
   with open(os.path.join(workdir, name), "w") as f:
     json.dump(record, f, indent=2)
-  if encoder == "trained":
-    epochs = [r["epoch"] for r in read_metrics(workdir) if r.get("step") == step
-              and "epoch" in r]
-    point = {"step": step, **({"epoch": epochs[-1]} if epochs else {}), **metrics}
-    with open(os.path.join(workdir, METRICS_FILE), "a") as f:
-      f.write(json.dumps(point) + "\n")
+  # Into metrics.jsonl (and the run's wandb run) at the run's last step, baselines
+  # too: `lnorm report` puts them beside the trained encoder's row.
+  # The vocabulary exists only after a training step, so last > 0 whenever points do:
+  # resuming the writer at it keeps them all.
+  records = read_metrics(workdir)
+  last = max((r.get("step", 0) for r in records), default=0)
+  epochs = [r["epoch"] for r in records if r.get("step") == last and "epoch" in r]
+  writer = MetricWriter(workdir, config_lib.to_flat_dict(config), config.wandb,
+                        resume_step=last)
+  try:
+    writer.write(last, {**({"epoch": epochs[-1]} if epochs else {}), **metrics})
+  finally:
+    writer.close()
   return record
