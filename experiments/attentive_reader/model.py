@@ -49,8 +49,8 @@ def permute_entities(tokens: jax.Array, perm: jax.Array, offset: int) -> jax.Arr
 
 def passage_entities(passage: jax.Array, num_entities: int, offset: int) -> jax.Array:
   """``[B, E]`` bool: which entity markers occur in each passage (padding is id 0)."""
-  k = passage - offset
-  onehot = (k[..., None] == jnp.arange(num_entities)) & (k[..., None] >= 0)
+  k = (passage - offset)[..., None]
+  onehot = (k == jnp.arange(num_entities)[None, None, :]) & (k >= 0)
   return jnp.any(onehot, axis=1)
 
 
