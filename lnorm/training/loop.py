@@ -19,9 +19,9 @@ checkpointing excluded, carried across resumes):
   (step / steps_per_epoch). The checkpoint saved with it is mid-epoch, so raising
   ``max_steps`` later continues that epoch exactly as an uninterrupted run would;
 - mid-epoch evaluations (``eval_every_steps``), a task's own evaluation
-  (``Task.periodic_evaluation`` every ``periodic_eval_every_steps``, where both
-  exist) and running train losses (``log_every_steps``), with a fractional ``epoch``
-  and no ``time/epoch_seconds``.
+  (``Task.periodic_evaluation`` every ``periodic_eval_every_steps``, when set) and
+  running train losses (``log_every_steps``), with a fractional ``epoch`` and no
+  ``time/epoch_seconds``.
 
 ``lnorm.training.defaults.is_complete`` tells from the epoch records whether a run
 reached the length its config asks for.
@@ -336,8 +336,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
   # An evaluation beyond the data splits, for tasks that define one (skip-thoughts:
   # its encoder on SentEval), every periodic_eval_every_steps updates.
-  periodic_eval = getattr(task, "periodic_evaluation", None)
-  periodic_every = config.get("periodic_eval_every_steps", 0) if periodic_eval else 0
+  periodic_every = config.get("periodic_eval_every_steps", 0)
 
   last_metrics: dict[str, float] = {}
   last_save = time.time()
@@ -389,7 +388,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
             epoch_start = time.time()
           if periodic_every and step % periodic_every < k:
             host["epoch_seconds"] += time.time() - epoch_start
-            scores = periodic_eval(population_so_far(state), workdir, step)
+            scores = task.periodic_evaluation(population_so_far(state), workdir, step)
             write(step, {"epoch": step / steps_per_epoch, **scores})
             logging.info("step %d: %s", step, _format(scores))
             epoch_start = time.time()

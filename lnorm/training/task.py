@@ -75,6 +75,12 @@ class Task:
     del state, workdir, step, writer
     return None
 
+  def periodic_evaluation(self, state: Any, workdir: str, step: int) -> dict[str, float]:
+    """Scores beyond the data splits, every ``periodic_eval_every_steps`` updates
+    (skip-thoughts: its encoder on SentEval). Only called when that field is set."""
+    raise NotImplementedError(
+        f"{type(self).__name__} has no periodic evaluation; set periodic_eval_every_steps=0.")
+
   def train_split(self) -> str:
     return "train"
 
