@@ -30,10 +30,6 @@ class Task(BaseTask):
   norms = ("none", "wn", "ln_cell", "ln")
   rng_streams = ("sample",)
 
-  def load_data(self):
-    self._dataset = super().load_data()
-    return self._dataset
-
   def build_model(self, dataset):
     c = self.config
     image_shape = tuple(dataset.info.get("image_shape", (28, 28)))
@@ -65,7 +61,7 @@ class Task(BaseTask):
     key = jax.random.fold_in(jax.random.key(self.config.seed), step)
     height, width = self._model.image_shape
     samples = generate(params, jnp.zeros((NUM_SAMPLES, height, width)), key)
-    image = self._dataset.splits["test"]["image"][STRIP_EXAMPLE:STRIP_EXAMPLE + 1]
+    image = self.dataset.splits["test"]["image"][STRIP_EXAMPLE:STRIP_EXAMPLE + 1]
     trace = reconstruct(params, jnp.asarray(image, jnp.float32), key)
     out_dir = os.path.join(workdir, "images")
     os.makedirs(out_dir, exist_ok=True)

@@ -49,10 +49,6 @@ def build_model(config, num_symbols: int) -> HandwritingSynthesis:
 class Task(BaseTask):
   norms = ("none", "ln")
 
-  def load_data(self):
-    self._dataset = super().load_data()
-    return self._dataset
-
   def build_model(self, dataset):
     self._model = build_model(self.config, dataset.info["num_symbols"])
     return self._model
@@ -71,7 +67,7 @@ class Task(BaseTask):
     """Records the data scale and writes this epoch's sample of ``sample_text``."""
     if jax.process_index() != 0:
       return None
-    record = write_data_record(workdir, self._dataset.info)
+    record = write_data_record(workdir, self.dataset.info)
     text = self.config.get("sample_text", "")
     if text:
       base = os.path.join(workdir, "images", f"sample_{step:08d}")

@@ -98,13 +98,8 @@ class Task(BaseTask):
     if config.eval_batch_size <= 0:
       raise ConfigError("eval_batch_size is the retrieval fold size (1000 in the paper) "
                         "and must be positive.")
-    self._dataset = None
     self._embed = None
     self._mesh = None
-
-  def load_data(self):
-    self._dataset = super().load_data()
-    return self._dataset
 
   def build_model(self, dataset):
     c = self.config
@@ -144,7 +139,7 @@ class Task(BaseTask):
 
   def embed_split(self, variables, split: str) -> tuple[np.ndarray, np.ndarray]:
     """``(images [N, E], captions [N * K, E])`` of a split, on the host."""
-    arrays = self._dataset.splits[split]
+    arrays = self.dataset.splits[split]
     images, captions = [], []
     for batch in batching.eval_batches(arrays, self.config.eval_batch_size,
                                        self._mesh.size):
@@ -163,7 +158,7 @@ class Task(BaseTask):
 
   def _total_steps(self) -> int:
     steps_per_epoch = batching.steps_per_epoch(
-        self._dataset.num_examples(self.train_split()), self.config.batch_size)
+        self.dataset.num_examples(self.train_split()), self.config.batch_size)
     return defaults.total_steps(self.config, steps_per_epoch)
 
   def end_of_epoch(self, state, workdir, step, writer):
@@ -175,7 +170,7 @@ class Task(BaseTask):
     record = best.record()
     out = {f"validation/{k}": v for k, v in scores.items()}
     out.update({"best/step": record["step"], "best/validation_rsum": record["score"]})
-    if step >= self._total_steps() and "test" in self._dataset.splits:
+    if step >= self._total_steps() and "test" in self.dataset.splits:
       selected = best.restore(variables)
       out.update({f"test/{k}": v for k, v in self.retrieval_scores(selected, "test").items()})
     return out

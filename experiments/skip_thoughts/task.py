@@ -50,10 +50,6 @@ class Task(BaseTask):
 
   norms = ("none", "ln")
 
-  def load_data(self):
-    self._dataset = super().load_data()
-    return self._dataset
-
   def build_model(self, dataset):
     return self.model_for_vocabulary(dataset.info["vocab_size"])
 
@@ -104,7 +100,7 @@ class Task(BaseTask):
     del workdir, step
     from lnorm import sentence_eval  # pylint: disable=g-import-not-at-top  (scikit-learn)
     c = self.config
-    vocab = text.Vocabulary(list(self._dataset.info["vocabulary"]))
+    vocab = text.Vocabulary(list(self.dataset.info["vocabulary"]))
     model = self.model_for_vocabulary(len(vocab))
     encode = params_encoder(model, jax.device_get(state.params), vocab, "trained")
     scores = sentence_eval.evaluate_encoder(
@@ -117,7 +113,7 @@ class Task(BaseTask):
   def end_of_epoch(self, state, workdir, step, writer):
     del state, step, writer
     if jax.process_index() == 0:
-      save_vocabulary(self._dataset.info["vocabulary"], workdir)
+      save_vocabulary(self.dataset.info["vocabulary"], workdir)
     return None
 
 

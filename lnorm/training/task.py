@@ -49,6 +49,9 @@ class Task:
 
   def __init__(self, config: ml_collections.ConfigDict):
     self.config = config
+    #: What ``load_data`` returned, for hooks that need more than a batch (the
+    #: end-of-epoch samples, retrieval over a whole split, the vocabulary).
+    self.dataset: Dataset | None = None
     norm = config.get("norm")
     if norm is not None and norm not in self.norms:
       raise ConfigError(f"Normalizer {norm!r} is not available for experiment "
@@ -56,7 +59,8 @@ class Task:
 
   def load_data(self) -> Dataset:
     from lnorm import data  # pylint: disable=g-import-not-at-top
-    return data.load(self.config.data.name, self.config.data)
+    self.dataset = data.load(self.config.data.name, self.config.data)
+    return self.dataset
 
   def build_model(self, dataset: Dataset) -> nn.Module:
     raise NotImplementedError
