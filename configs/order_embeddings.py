@@ -53,12 +53,13 @@ def get_config(arg=None):
   # The retrieval fold: each evaluation batch is one fold of this many images and all
   # their captions (Table 2: 1,000 images, 5,000 captions).
   c.eval_batch_size = 1000
-  # Validation retrieval with model selection and the final test run in the task's
-  # end_of_epoch (experiments/order_embeddings/task.py), not through these.
+  # Validation retrieval with model selection, and the final test run of the selected
+  # model, are the task's periodic_evaluation and end_of_epoch
+  # (experiments/order_embeddings/task.py), not the loop's per-batch evaluation.
   c.eval_splits = ()
   c.final_eval_splits = ()
-  c.eval_every_steps = 300  # The paper's validation interval: R@K curves (Figure 1).
-  c.eval_every_splits = ("validation",)
+  # The paper's validation interval, with the best model kept (R@K curves, Figure 1).
+  c.periodic_eval_every_steps = 300
 
   c.model = ml_collections.ConfigDict()
   c.model.word_size = 300  # Word embedding.
@@ -91,7 +92,7 @@ def get_config(arg=None):
     c.data.feature_size = 512
     c.model.embed_size = 256
     c.num_epochs = 20
-    c.eval_every_steps = 20
+    c.periodic_eval_every_steps = 20
   elif args["scale"] != "paper":
     raise ConfigError(f"scale must be 'paper' or 'cpu', got {args['scale']!r}")
 
@@ -99,7 +100,7 @@ def get_config(arg=None):
     c.num_epochs = 2
     c.batch_size = 16
     c.eval_batch_size = 50
-    c.eval_every_steps = 5
+    c.periodic_eval_every_steps = 5
     c.model.word_size = 8
     c.model.embed_size = 16
     c.data.source = "synthetic"

@@ -219,7 +219,9 @@ def test_cli_smoke_run_and_resume(tmp_path):
   assert cli.main(["train", "--config", SMOKE, "--workdir", twice,
                    "--config.num_epochs=1"]) == 0
   (first,) = epoch_records(twice)
-  assert first["epoch"] == 1 and first["best/step"] == 10
+  first_validations = [r for r in _records(twice) if "validation/rsum" in r]
+  assert first["epoch"] == 1 and first["best/step"] == max(
+      first_validations, key=lambda r: r["validation/rsum"])["step"]
   assert "test/caption_r1" in first  # A finished run tests its best model.
   assert cli.main(["train", "--config", SMOKE, "--workdir", twice]) == 0
 
@@ -233,10 +235,15 @@ def test_cli_smoke_run_and_resume(tmp_path):
     for name in ("r1", "r5", "r10", "median_rank", "mean_rank"):
       assert f"validation/{direction}_{name}" in final and f"test/{direction}_{name}" in final
   assert final["test/num_folds"] == 2  # 100 test images in folds of 50.
-  assert final["best/validation_rsum"] == max(r["validation/rsum"] for r in b)
-  # Mid-epoch validation through the loop's fold-per-batch path, every 5 updates.
+  # Validation every 5 updates inside an epoch (the epoch ends, steps 10 and 20, are
+  # validated once, by end_of_epoch), and the best of all of them kept.
   mid = [r for r in _records(once) if "time/epoch_seconds" not in r and "validation/rsum" in r]
   assert [r["step"] for r in mid] == [5, 15]
+  validated = [r for r in _records(twice) if "validation/rsum" in r]
+  assert [r["step"] for r in validated] == [5, 10, 15, 20]
+  best = max(validated, key=lambda r: r["validation/rsum"])
+  assert (final["best/step"], final["best/validation_rsum"]) == (best["step"],
+                                                                 best["validation/rsum"])
   with open(os.path.join(once, "config.json")) as f:
     run = json.load(f)
   assert run["data"]["source"] == "synthetic" and run["data"]["synthetic"]

@@ -3,18 +3,19 @@ Figure 1; REFERENCE.md sec. 7).
 
 Each row of a split is one image with its K (5) captions (``lnorm.data.image_captions``).
 Training draws one of them at random per image (the 'caption' rng stream) and takes the
-contrastive hinge over every pair of the batch. Retrieval needs a whole fold at once,
-which the loop's per-example evaluation does not offer, so it is computed twice over,
-with the same ``lnorm.retrieval`` functions:
+contrastive hinge over every pair of the batch. Retrieval needs a whole split at once,
+which the loop's per-batch evaluation does not offer, so it runs in the task's hooks:
 
-* mid-epoch (``eval_every_steps``, the paper's every 300 updates): an evaluation batch
-  is one fold (``eval_batch_size`` = 1,000 images), and ``loss_and_metrics`` returns
-  per-image ranks and recalls whose means over the split are the fold-averaged R@K and
-  mean ranks (curves only; no model selection);
-* at each epoch end (``end_of_epoch``): R@K and median and mean ranks on the
-  validation split; the parameters with the best sum of recalls so far are kept in
-  ``<workdir>/best/``; after the last update the best ones are evaluated on the test
-  split, fold by fold (Table 2: the mean over 5 folds of 1,000 images).
+* every ``periodic_eval_every_steps`` updates (the paper's 300) and at each epoch end:
+  R@K and median and mean ranks on the validation split, in folds of
+  ``eval_batch_size`` (1,000) images; the parameters with the best sum of recalls so
+  far are kept in ``<workdir>/best/``, as the authors selected their model;
+* after the last update, the best parameters are evaluated on the test split, fold by
+  fold (Table 2: the mean over 5 folds of 1,000 images).
+
+The loop's own evaluation (``eval_splits``, ``eval_every_steps``) also works: an
+evaluation batch is one fold, and ``loss_and_metrics`` returns per-image ranks and
+recalls whose means over the split are the fold-averaged scores; it selects no model.
 
 Logged as ``validation/caption_r1`` ... ``validation/image_mean_rank``,
 ``validation/rsum``, ``best/step``, ``best/validation_rsum`` and (at the end)
@@ -161,8 +162,8 @@ class Task(BaseTask):
         self.dataset.num_examples(self.train_split()), self.config.batch_size)
     return defaults.total_steps(self.config, steps_per_epoch)
 
-  def end_of_epoch(self, state, workdir, step, writer):
-    del writer
+  def _validate_and_select(self, state, workdir: str, step: int):
+    """Validation retrieval scores, offered to the best-model store."""
     variables = {"params": state.params}
     scores = self.retrieval_scores(variables, "validation")
     best = BestModel(workdir)
@@ -170,7 +171,19 @@ class Task(BaseTask):
     record = best.record()
     out = {f"validation/{k}": v for k, v in scores.items()}
     out.update({"best/step": record["step"], "best/validation_rsum": record["score"]})
+    return out, best
+
+  def periodic_evaluation(self, state, workdir, step):
+    steps_per_epoch = batching.steps_per_epoch(
+        self.dataset.num_examples(self.train_split()), self.config.batch_size)
+    if step % steps_per_epoch == 0:
+      return {}  # end_of_epoch validates this step.
+    return self._validate_and_select(state, workdir, step)[0]
+
+  def end_of_epoch(self, state, workdir, step, writer):
+    del writer
+    out, best = self._validate_and_select(state, workdir, step)
     if step >= self._total_steps() and "test" in self.dataset.splits:
-      selected = best.restore(variables)
+      selected = best.restore({"params": state.params})
       out.update({f"test/{k}": v for k, v in self.retrieval_scores(selected, "test").items()})
     return out

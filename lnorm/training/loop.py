@@ -389,8 +389,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
           if periodic_every and step % periodic_every < k:
             host["epoch_seconds"] += time.time() - epoch_start
             scores = task.periodic_evaluation(population_so_far(state), workdir, step)
-            write(step, {"epoch": step / steps_per_epoch, **scores})
-            logging.info("step %d: %s", step, _format(scores))
+            if scores:  # A task may leave a step to its end_of_epoch.
+              write(step, {"epoch": step / steps_per_epoch, **scores})
+              logging.info("step %d: %s", step, _format(scores))
             epoch_start = time.time()
           if progress is not None:
             progress.update(k)
