@@ -132,11 +132,11 @@ def _float(value: Any) -> float:
 
 # --- metrics -----------------------------------------------------------------------------
 
-#: Parts of a metric's name that make a larger value better; anything else (error,
-#: loss, nll, bound, kl, mse, rank) is better lower.
+#: Parts of a metric's name that make a larger value better (rsum: the retrieval sum of
+#: recalls); anything else (error, loss, nll, bound, kl, mse, rank) is better lower.
 _HIGHER_IS_BETTER = re.compile(
     r"accuracy|(^|[/_])acc($|_)|recall|r@\d|(^|[/_])r\d+($|_)|pearson|spearman|"
-    r"examples_per_sec|(^|[/_])auc($|_)|(^|[/_])f1($|_)|bleu")
+    r"examples_per_sec|(^|[/_])auc($|_)|(^|[/_])f1($|_)|bleu|(^|[/_])rsum$")
 
 
 def lower_is_better(metric: str) -> bool:

@@ -111,7 +111,8 @@ def test_higher_is_better_and_the_override(tmp_path):
     ("test/error", True), ("validation/nll_bound", True), ("test/loss", True),
     ("test/nll", True), ("test/image_mean_rank", True), ("eval/sick_mse", True),
     ("test/accuracy", False), ("test/caption_r1", False), ("test/image_r10", False),
-    ("eval/mr_accuracy", False), ("test/recall@5", False), ("eval/sick_pearson", False)])
+    ("eval/mr_accuracy", False), ("test/recall@5", False), ("eval/sick_pearson", False),
+    ("validation/rsum", False), ("best/validation_rsum", False)])
 def test_direction_from_the_metric_name(metric, lower):
   assert runs_lib.lower_is_better(metric) is lower
 

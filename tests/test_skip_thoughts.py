@@ -141,3 +141,12 @@ def test_encode_sentences_keeps_order_and_ignores_batch_padding(precise_jax):
   # The encoder reads the ids then EOS, as in training.
   ids = np.array([vocab.encode(["w3", "w4"]) + [2]], np.int32)
   np.testing.assert_allclose(together[0], fn(params, ids, np.array([3]))[0], atol=1e-5)
+
+
+def test_word_embedding_starts_symmetric_about_zero():
+  """Kiros's norm_weight: U(-0.1, 0.1). flax's uniform(scale) would be [0, scale)."""
+  _, model = build("ln")
+  tokens, lengths = examples()
+  table = np.asarray(model.init(jax.random.key(0), tokens, lengths)["params"]["embed"]["embedding"])
+  assert table.min() < -0.09 and table.max() > 0.09 and np.abs(table).max() <= 0.1
+  assert abs(table.mean()) < 0.02

@@ -19,19 +19,13 @@ import jax
 import jax.numpy as jnp
 
 from lnorm import retrieval
+from lnorm.models.initializers import symmetric_uniform
 from lnorm.rnn import RecurrentLayer, make_gru_cell
 
 
 def l2_normalize(x: jax.Array) -> jax.Array:
   # The guard only matters for an all-zero vector (a caption of no known word).
   return x * jax.lax.rsqrt(jnp.maximum(jnp.sum(jnp.square(x), -1, keepdims=True), 1e-12))
-
-
-def _uniform(scale: float):
-  # The authors' norm_weight for the word embedding: U(-0.1, 0.1).
-  def init(key, shape, dtype=jnp.float32):
-    return jax.random.uniform(key, shape, dtype, -scale, scale)
-  return init
 
 
 class OrderEmbedding(nn.Module):
@@ -52,7 +46,7 @@ class OrderEmbedding(nn.Module):
 
   def setup(self):
     self.word_embed = nn.Embed(self.vocab_size, self.word_size,
-                               embedding_init=_uniform(0.1), name="word_embed")
+                               embedding_init=symmetric_uniform(0.1), name="word_embed")
     self.gru = RecurrentLayer(self.cell, self.embed_size, name="gru")
     self.image_proj = nn.Dense(self.embed_size, kernel_init=nn.initializers.glorot_uniform(),
                                name="image_proj")

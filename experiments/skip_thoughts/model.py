@@ -21,6 +21,7 @@ from typing import Any, Callable
 import flax.linen as nn
 import jax.numpy as jnp
 
+from lnorm.models.initializers import symmetric_uniform
 from lnorm.rnn import RecurrentLayer
 
 PREVIOUS, CURRENT, NEXT = 0, 1, 2
@@ -42,7 +43,7 @@ class SkipThoughts(nn.Module):
 
   def setup(self):
     self.embed = nn.Embed(self.vocab_size, self.embed_size,
-                          embedding_init=nn.initializers.uniform(0.2), name="embed")
+                          embedding_init=symmetric_uniform(0.1), name="embed")
     self.encoder = RecurrentLayer(self.cell, self.hidden_size, name="encoder")
     self.decoders = [RecurrentLayer(self.cell, self.hidden_size, name=f"decoder_{which}")
                      for which in ("previous", "next")]
