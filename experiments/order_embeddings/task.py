@@ -24,11 +24,8 @@ Logged as ``validation/caption_r1`` ... ``validation/image_mean_rank``,
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
-import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,50 +37,8 @@ from lnorm.errors import ConfigError
 from lnorm.rnn import make_gru_cell
 from lnorm.training import defaults
 from lnorm.training import parallel
+from lnorm.training.best_model import BestModel
 from lnorm.training.task import Task as BaseTask
-
-
-class BestModel:
-  """The variables with the best validation score so far, in ``<workdir>/best/``:
-  ``variables.msgpack`` and ``record.json`` (step and score), kept across resumes."""
-
-  def __init__(self, workdir: str):
-    self.directory = os.path.join(workdir, "best")
-    self._record_path = os.path.join(self.directory, "record.json")
-    self._variables_path = os.path.join(self.directory, "variables.msgpack")
-
-  def record(self) -> dict[str, Any] | None:
-    if not os.path.exists(self._record_path):
-      return None
-    with open(self._record_path) as f:
-      return json.load(f)
-
-  def offer(self, step: int, score: float, variables) -> bool:
-    """Keeps ``variables`` if ``score`` beats the best so far; True if it did."""
-    best = self.record()
-    if best is not None and score <= best["score"]:
-      return False
-    if jax.process_index() == 0:
-      os.makedirs(self.directory, exist_ok=True)
-      # Each file is replaced atomically. A crash between the two leaves newer
-      # variables beside the old record; the resumed run reaches the same score at
-      # the same step again and rewrites both.
-      _atomic_write(self._variables_path,
-                    flax.serialization.to_bytes(jax.device_get(variables)))
-      _atomic_write(self._record_path,
-                    json.dumps({"step": int(step), "score": float(score)}).encode())
-    return True
-
-  def restore(self, like):
-    with open(self._variables_path, "rb") as f:
-      return flax.serialization.from_bytes(jax.device_get(like), f.read())
-
-
-def _atomic_write(path: str, data: bytes) -> None:
-  tmp = path + ".tmp"
-  with open(tmp, "wb") as f:
-    f.write(data)
-  os.replace(tmp, path)
 
 
 class Task(BaseTask):
@@ -176,8 +131,8 @@ class Task(BaseTask):
   def periodic_evaluation(self, state, workdir, step):
     steps_per_epoch = batching.steps_per_epoch(
         self.dataset.num_examples(self.train_split()), self.config.batch_size)
-    if step % steps_per_epoch == 0:
-      return {}  # end_of_epoch validates this step.
+    if step % steps_per_epoch == 0 or step >= self._total_steps():
+      return {}  # end_of_epoch validates this step (an epoch's or the run's last).
     return self._validate_and_select(state, workdir, step)[0]
 
   def end_of_epoch(self, state, workdir, step, writer):
