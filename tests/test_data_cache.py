@@ -57,6 +57,35 @@ def test_key_changes_with_the_archive_and_the_version(tmp_path, archive):
   assert key() != original
 
 
+def test_key_of_a_folder_follows_the_files_inside_it(tmp_path):
+  """A folder's own size and time do not change when a file in a subfolder is edited
+  or added; the key must."""
+  folder = tmp_path / "questions"
+  (folder / "training").mkdir(parents=True)
+  question = folder / "training" / "a.question"
+  question.write_text("one")
+  key = lambda: cache.key_path(str(tmp_path / "cache"), "kind", str(folder),
+                               decoder=(image_folder,))
+  original = key()
+  assert key() == original
+  question.write_text("two")
+  os.utime(question, ns=(1, 1))
+  edited = key()
+  assert edited != original
+  (folder / "training" / "b.question").write_text("three")
+  assert key() not in (original, edited)
+
+
+def test_key_of_several_sources_follows_each(tmp_path, archive):
+  second = tmp_path / "ascii.tar.gz"
+  second.write_bytes(b"text")
+  key = lambda: cache.key_path(str(tmp_path), "kind", (archive, str(second)),
+                               decoder=(image_folder,))
+  original = key()
+  os.utime(second, ns=(0, 0))
+  assert key() != original
+
+
 def test_the_real_decoders_are_part_of_their_keys():
   # Each data module names the code that produces its cached arrays.
   cifar = cache.code_fingerprint((image_folder, cifar10))

@@ -2,7 +2,7 @@
 
 Decoding 60k JPEGs or tokenising 50k reviews takes seconds that every run would
 otherwise pay again. An entry is keyed by the source archive's path, size and
-modification time, by the source code of the modules that decode it (a digest of
+modification time (of every file inside, for a folder), by the source code of the modules that decode it (a digest of
 each module's text, so any edit to the decoder invalidates its entries without anyone
 remembering to bump a version), and by an optional version string for what the code
 does not show (e.g. the version of the image library). A changed archive or decoder
@@ -72,14 +72,27 @@ def code_fingerprint(decoder: Sequence[types.ModuleType]) -> str:
   return h.hexdigest()
 
 
-def key_path(directory: str, kind: str, source_path: str, version: str = "", *,
-             decoder: Sequence[types.ModuleType]) -> str:
-  """The cache file for ``source_path`` decoded by the modules ``decoder`` (their
-  source is part of the key) under ``version`` (what the source does not
-  show, such as a library version)."""
-  st = os.stat(source_path)
-  ident = "|".join([os.path.abspath(source_path), str(st.st_size), str(st.st_mtime_ns),
-                    version, code_fingerprint(decoder)])
+def _identity(source_path: str) -> str:
+  """Path, size and modification time of a file; of every file below a directory (a
+  directory's own size and time do not change when a file inside it is edited)."""
+  files = [source_path]
+  if os.path.isdir(source_path):
+    files = sorted(os.path.join(root, name) for root, _, names in os.walk(source_path)
+                   for name in names)
+  parts = [os.path.abspath(source_path)]
+  for path in files:
+    st = os.stat(path)
+    parts.append(f"{os.path.relpath(path, source_path)}:{st.st_size}:{st.st_mtime_ns}")
+  return "|".join(parts)
+
+
+def key_path(directory: str, kind: str, source_path: str | Sequence[str], version: str = "",
+             *, decoder: Sequence[types.ModuleType]) -> str:
+  """The cache file for ``source_path`` (a file or directory, or several) decoded by
+  the modules ``decoder`` (their source is part of the key) under ``version`` (what
+  the source does not show, such as a library version)."""
+  sources = [source_path] if isinstance(source_path, str) else list(source_path)
+  ident = "|".join([*map(_identity, sources), version, code_fingerprint(decoder)])
   digest = hashlib.sha1(ident.encode()).hexdigest()[:16]
   return os.path.join(directory, f"{kind}-{digest}.npz")
 

@@ -212,12 +212,9 @@ def load_files(config: Any, auto: bool) -> core.Dataset:
 
 def _cached_collection(strokes_path, ascii_path, config, data_dir):
   entry = None
-  if cache.enabled(config) and not os.path.isdir(strokes_path):
-    st = os.stat(ascii_path)
-    # The transcriptions archive is the second input: its identity joins the key.
-    version = f"{os.path.abspath(ascii_path)}|{st.st_size}|{st.st_mtime_ns}"
-    entry = cache.key_path(cache.cache_dir(config, data_dir), NAME, strokes_path, version,
-                           decoder=(sys.modules[__name__],))
+  if cache.enabled(config):
+    entry = cache.key_path(cache.cache_dir(config, data_dir), NAME,
+                           (strokes_path, ascii_path), decoder=(sys.modules[__name__],))
     collection = cache.load(entry)
     if collection is not None:
       _log.info("Read parsed %s from cache %s", strokes_path, entry)
