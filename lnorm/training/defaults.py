@@ -15,7 +15,7 @@ from ml_collections import config_dict
 RESUMABLE_FIELDS = (
     "num_epochs", "max_steps", "wandb.", "checkpoint_every_secs", "log_every_steps",
     "progress_bar", "steps_per_call", "eval_batch_size", "eval_every_steps",
-    "eval_every_splits", "final_eval_splits", "periodic_eval_every_steps", "scale",
+    "eval_every_splits", "final_eval_splits", "scale",
     "data.data_dir",
 )
 
