@@ -41,7 +41,7 @@ from lnorm import config as config_lib
 from lnorm.errors import UserError
 from lnorm.normalization import BLN_STATISTICS, bln_inference_configurations
 from lnorm.training import loop
-from lnorm.training.checkpoint import Checkpointer, abstract_like
+from lnorm.training.checkpoint import abstract_like, restore_latest
 from lnorm.training.task import load_task
 
 CSV_FILE = "bln_search.csv"
@@ -172,14 +172,7 @@ def restore_state(config, task, model, dataset, workdir: str, mesh):
   built for ``config``."""
   target = loop.init_train_state(config, task, model, dataset.splits[task.train_split()],
                                  mesh)
-  checkpointer = Checkpointer(workdir)
-  try:
-    if checkpointer.latest_step() is None:
-      raise UserError(f"{workdir} holds no checkpoint: train it first with `lnorm train`.")
-    state, _ = checkpointer.restore(abstract_like(target))
-  finally:
-    checkpointer.close()
-  return state
+  return restore_latest(workdir, abstract_like(target))[0]
 
 
 def select(rows: Sequence[Row], split: str = "validation") -> int:

@@ -26,7 +26,7 @@ from experiments.handwriting.model import HandwritingSynthesis, sequence_nll
 from lnorm.data import strokes as strokes_lib
 from lnorm.errors import UserError
 from lnorm.rnn import make_lstm_cell
-from lnorm.training.checkpoint import Checkpointer
+from lnorm.training.checkpoint import restore_latest
 from lnorm.training.loop import TrainState
 from lnorm.training.optim import make_optimizer
 from lnorm.training.task import Task as BaseTask
@@ -131,11 +131,4 @@ def restore_params(config, model: HandwritingSynthesis, workdir: str):
     params = model.init(jax.random.key(0), *dummy, train=True)["params"]
     return TrainState.create(apply_fn=model.apply, params=params, tx=tx, batch_stats={})
 
-  checkpointer = Checkpointer(workdir)
-  try:
-    if checkpointer.latest_step() is None:
-      raise UserError(f"{workdir} holds no checkpoint: train it first with `lnorm train`.")
-    state, _ = checkpointer.restore(jax.eval_shape(create))
-  finally:
-    checkpointer.close()
-  return state.params
+  return restore_latest(workdir, jax.eval_shape(create))[0].params

@@ -35,7 +35,7 @@ from lnorm.data import text
 from lnorm.errors import UserError
 from lnorm.rnn import make_gru_cell, masked_mean, sequence_mask
 from lnorm.training import loop, parallel
-from lnorm.training.checkpoint import Checkpointer, abstract_like
+from lnorm.training.checkpoint import abstract_like, restore_latest
 from lnorm.training.task import Task as BaseTask
 
 VOCABULARY_FILE = "vocabulary.txt"
@@ -82,15 +82,9 @@ class Task(BaseTask):
         placeholder_examples(self.config.batch_size, self.config.data.max_words), mesh)
     step = 0
     if kind != "random":
-      checkpointer = Checkpointer(workdir)
-      try:
-        if checkpointer.latest_step() is None:
-          raise UserError(f"{workdir} holds no checkpoint: train it first with "
-                          "`lnorm train`, or evaluate --encoder random.")
-        state, _ = checkpointer.restore(abstract_like(state))
-        step = int(checkpointer.latest_step())
-      finally:
-        checkpointer.close()
+      state, step = restore_latest(
+          workdir, abstract_like(state),
+          "train it first with `lnorm train`, or evaluate --encoder random")
     return params_encoder(model, jax.device_get(state.params), vocab, kind), step
 
   def periodic_evaluation(self, state, workdir: str, step: int) -> dict[str, float]:

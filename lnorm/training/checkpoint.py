@@ -9,6 +9,8 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+from lnorm.errors import UserError
+
 
 class Checkpointer:
   """Saves ``(state, host)`` under ``workdir/checkpoints``; restores the latest.
@@ -55,3 +57,19 @@ def abstract_like(tree: Any) -> Any:
   return jax.tree.map(
       lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
       if isinstance(x, jax.Array) else x, tree)
+
+
+def restore_latest(workdir: str, abstract_state: Any,
+                   fix: str = "train it first with `lnorm train`") -> tuple[Any, int]:
+  """The latest checkpoint of a finished or running run, for the commands that read
+  one (``lnorm bln-search``, ``evaluate``, ``sample``): ``(state, step)``. A run with
+  no checkpoint is a ``UserError`` that says ``fix``."""
+  checkpointer = Checkpointer(workdir)
+  try:
+    step = checkpointer.latest_step()
+    if step is None:
+      raise UserError(f"{workdir} holds no checkpoint: {fix}.")
+    state, _ = checkpointer.restore(abstract_state)
+  finally:
+    checkpointer.close()
+  return state, int(step)
