@@ -35,15 +35,16 @@ updates.
 import ml_collections
 
 from lnorm.config import parse_arg_string
-from lnorm.errors import ConfigError
-from lnorm.training.defaults import base_config, norm_options
+from lnorm.training.defaults import SCALES, base_config, norm_options
 
 
 def get_config(arg=None):
   args = parse_arg_string(arg, {"norm": "ln", "scale": "paper", "ln_gain": 1.0,
-                                "smoke": False})
+                                "smoke": False},
+                          choices={"scale": SCALES})
   c = base_config()
   c.experiment = "attentive_reader"
+  c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
   c.norm = args["norm"]  # none | bn | bn_everywhere | ln
   c.norm_options = norm_options()
   c.norm_options.ln.scale_init = args["ln_gain"]  # LN gain init: 1.0 or 0.1 (paper).
@@ -99,8 +100,6 @@ def get_config(arg=None):
     c.eval_every_steps = 100
     c.steps_per_call = 10
     c.progress_bar = False
-  elif args["scale"] != "paper":
-    raise ConfigError(f"scale must be 'paper' or 'cpu', got {args['scale']!r}")
 
   if args["smoke"]:
     c.model.embed_size = 8

@@ -40,17 +40,14 @@ updates; the baseline passes 100 nats near update 8,000. The six runs of issue 1
 """
 
 from lnorm.config import parse_arg_string
-from lnorm.errors import ConfigError
-from lnorm.training.defaults import base_config, norm_options
+from lnorm.training.defaults import SCALES, base_config, norm_options
 
-SCALES = ("paper", "cpu")
 
 
 def get_config(arg=None):
   args = parse_arg_string(arg, {"norm": "ln_cell", "attention": True, "scale": "paper",
-                                "smoke": False})
-  if args["scale"] not in SCALES:
-    raise ConfigError(f"Unknown scale {args['scale']!r}. Valid choices: {', '.join(SCALES)}.")
+                                "smoke": False},
+                          choices={"scale": SCALES})
   c = base_config()
   c.experiment = "draw"
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.

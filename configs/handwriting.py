@@ -35,18 +35,16 @@ scribbles for tests.
 """
 
 from lnorm.config import parse_arg_string
-from lnorm.errors import ConfigError
-from lnorm.training.defaults import base_config, norm_options
+from lnorm.training.defaults import SCALES, base_config, norm_options
 
-SCALES = ("paper", "cpu")
 
 
 def get_config(arg=None):
-  args = parse_arg_string(arg, {"norm": "ln", "scale": "paper", "smoke": False})
-  if args["scale"] not in SCALES:
-    raise ConfigError(f"Unknown scale {args['scale']!r}. Valid choices: {', '.join(SCALES)}.")
+  args = parse_arg_string(arg, {"norm": "ln", "scale": "paper", "smoke": False},
+                          choices={"scale": SCALES})
   c = base_config()
   c.experiment = "handwriting"
+  c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
   c.norm = args["norm"]  # none | ln: the LSTM variant of all three layers (lnorm.rnn).
   c.norm_options = norm_options()  # ln.eps / ln.scale_init reach the LSTMs' LNs.
   c.hidden_size = 400  # Units of each LSTM layer.

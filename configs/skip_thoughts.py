@@ -32,14 +32,15 @@ paper --workdir runs/skip_thoughts/paper``.
 import ml_collections
 
 from lnorm.config import parse_arg_string
-from lnorm.errors import ConfigError
-from lnorm.training.defaults import base_config, norm_options
+from lnorm.training.defaults import SCALES, base_config, norm_options
 
 
 def get_config(arg=None):
-  args = parse_arg_string(arg, {"norm": "ln", "scale": "paper", "smoke": False})
+  args = parse_arg_string(arg, {"norm": "ln", "scale": "paper", "smoke": False},
+                          choices={"scale": SCALES})
   c = base_config()
   c.experiment = "skip_thoughts"
+  c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
   c.norm = args["norm"]  # none | ln: all three GRUs.
   c.norm_options = norm_options()  # ln: eps 1e-5 and gain 1 of the LN-GRU.
   c.batch_size = 64
@@ -85,8 +86,6 @@ def get_config(arg=None):
     # Nested CV on 4 tasks of ~10k sentences takes longer than the training here:
     # evaluate the finished run with `lnorm evaluate` instead.
     c.periodic_eval_every_steps = 0
-  elif args["scale"] != "paper":
-    raise ConfigError(f"scale must be 'paper' or 'cpu', got {args['scale']!r}")
 
   if args["smoke"]:
     c.model.embed_size = 8

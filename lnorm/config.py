@@ -10,9 +10,8 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib.util
-import os
 import pathlib
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import ml_collections
 from ml_collections import config_dict
@@ -24,27 +23,36 @@ from lnorm.errors import ConfigError
 CONFIGS_DIR = pathlib.Path(__file__).resolve().parent.parent / "configs"
 
 
-def parse_arg_string(arg: str | None, defaults: dict[str, Any]) -> dict[str, Any]:
+def parse_arg_string(arg: str | None, defaults: dict[str, Any],
+                     choices: dict[str, Sequence[Any]] | None = None) -> dict[str, Any]:
   """Parses ``"norm=ln,batch_size=4"`` into typed values, checked against ``defaults``.
 
   Used by every config's ``get_config(arg)``: each key must be one of ``defaults``,
-  and its value is converted to the default's type.
+  and its value is converted to the default's type and, for a key of ``choices``,
+  must be one of them (``choices={"scale": ("paper", "cpu")}``).
   """
   values = dict(defaults)
-  if not arg:
-    return values
-  for item in arg.split(","):
-    if not item.strip():
-      continue
-    if "=" not in item:
-      raise ConfigError(f"Config argument {item!r} is not of the form key=value. "
-                        f"Valid keys: {', '.join(defaults)}.")
-    key, raw = (s.strip() for s in item.split("=", 1))
-    if key not in defaults:
-      raise ConfigError(f"Unknown config argument {key!r}{_did_you_mean(key, defaults)}. "
-                        f"Valid keys: {', '.join(defaults)}.")
-    values[key] = _convert(raw, defaults[key], key)
+  if arg:
+    for item in arg.split(","):
+      if item.strip():
+        key, raw = _split_item(item, defaults)
+        values[key] = _convert(raw, defaults[key], key)
+  for key, allowed in (choices or {}).items():
+    if values[key] not in allowed:
+      raise ConfigError(f"Unknown {key} {values[key]!r}. Valid choices: "
+                        f"{', '.join(map(str, allowed))}.")
   return values
+
+
+def _split_item(item: str, defaults: dict[str, Any]) -> tuple[str, str]:
+  if "=" not in item:
+    raise ConfigError(f"Config argument {item!r} is not of the form key=value. "
+                      f"Valid keys: {', '.join(defaults)}.")
+  key, raw = (part.strip() for part in item.split("=", 1))
+  if key not in defaults:
+    raise ConfigError(f"Unknown config argument {key!r}{_did_you_mean(key, defaults)}. "
+                      f"Valid keys: {', '.join(defaults)}.")
+  return key, raw
 
 
 def _did_you_mean(name: str, choices: Iterable[str]) -> str:

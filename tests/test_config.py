@@ -42,3 +42,11 @@ def test_split_config_overrides():
       ["train", "--config.a.b=1", "--workdir", "w", "--config.c", "2"])
   assert rest == ["train", "--workdir", "w"]
   assert overrides == {"a.b": "1", "c": "2"}
+
+
+def test_a_value_outside_its_choices_is_named_with_the_valid_ones():
+  from lnorm.config import parse_arg_string  # pylint: disable=g-import-not-at-top
+  assert parse_arg_string("scale=cpu", {"scale": "paper"},
+                          choices={"scale": ("paper", "cpu")}) == {"scale": "cpu"}
+  with pytest.raises(ConfigError, match=r"Unknown scale 'gpu'\. Valid choices: paper, cpu\."):
+    parse_arg_string("scale=gpu", {"scale": "paper"}, choices={"scale": ("paper", "cpu")})

@@ -12,6 +12,9 @@ from ml_collections import config_dict
 #: num_epochs or max_steps extends a finished run. A config's ``scale`` (paper, cpu)
 #: only names a setting whose fields are compared one by one: a workdir from before the
 #: field existed still resumes.
+#: The ``scale`` config argument of the experiments with a reduced setting for CPUs.
+SCALES = ("paper", "cpu")
+
 RESUMABLE_FIELDS = (
     "num_epochs", "max_steps", "wandb.", "checkpoint_every_secs", "log_every_steps",
     "progress_bar", "steps_per_call", "eval_batch_size", "eval_every_steps",
