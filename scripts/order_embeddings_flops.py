@@ -7,7 +7,7 @@ the harness's own train step, measures the matmul rate and prints the share of i
 step achieves, with pairs/s. Then it times what a validation or test evaluation does:
 embedding N images and their 5N captions with the model (in batches of
 ``eval_batch_size``), and ranking them with ``lnorm.retrieval.evaluate`` in folds of
-1,000 images (Table 2's 1k protocol) and, for 5,000 images, all at once (the 5k one).
+``retrieval.fold_size`` (Table 2's 1,000 images) and all at once (the 5k protocol).
 
   python scripts/order_embeddings_flops.py --config configs/order_embeddings.py:norm=ln
 
@@ -75,7 +75,7 @@ def evaluation_seconds(model, params, c, n: int, args, rng) -> dict[str, float]:
   embed_wall, _ = benchmark.time_calls(embed_all, 1)
   images, captions = embed_all()
   out = {f"embed_{n}_images_seconds": embed_wall}
-  for fold_size in sorted({min(1000, n), n}):
+  for fold_size in sorted({min(c.retrieval.fold_size, n), n}):
     def rank():
       return retrieval.evaluate(images, captions, c.model.score, fold_size=fold_size,
                                 query_block=c.retrieval.query_block,

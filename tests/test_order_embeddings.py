@@ -17,6 +17,7 @@ from experiments.order_embeddings.task import Task
 from lnorm import cli
 from lnorm import config as config_lib
 from lnorm import retrieval
+from lnorm.errors import ConfigError
 from lnorm.rnn import make_gru_cell
 from tests.helpers import epoch_records
 
@@ -248,3 +249,16 @@ def test_cli_smoke_run_and_resume(tmp_path):
     run = json.load(f)
   assert run["data"]["source"] == "synthetic" and run["data"]["synthetic"]
   assert os.path.exists(os.path.join(once, "best", "variables.msgpack"))
+
+
+def test_the_loops_per_batch_folds_must_match_the_fold_size():
+  config = config_lib.load_config(SMOKE)
+  config.eval_splits = ("validation",)
+  config.eval_batch_size = 25  # Folds of 25 through the loop, of 50 in the task's hooks.
+  with pytest.raises(ConfigError, match=r"eval_batch_size \(25\) must equal "
+                                        r"retrieval.fold_size \(50\)"):
+    Task(config)
+  config.eval_batch_size = 50
+  Task(config)
+  config.eval_splits, config.eval_batch_size = (), 25  # Embedding batches only.
+  Task(config)

@@ -8,13 +8,13 @@ which the loop's per-batch evaluation does not offer, so it runs in the task's h
 
 * every ``periodic_eval_every_steps`` updates (the paper's 300) and at each epoch end:
   R@K and median and mean ranks on the validation split, in folds of
-  ``eval_batch_size`` (1,000) images; the parameters with the best sum of recalls so
+  ``retrieval.fold_size`` (1,000) images; the parameters with the best sum of recalls so
   far are kept in ``<workdir>/best/``, as the authors selected their model;
 * after the last update, the best parameters are evaluated on the test split, fold by
   fold (Table 2: the mean over 5 folds of 1,000 images).
 
-The loop's own evaluation (``eval_splits``, ``eval_every_steps``) also works: an
-evaluation batch is one fold, and ``loss_and_metrics`` returns per-image ranks and
+The loop's own evaluation (``eval_splits``, ``eval_every_steps``) also works when
+``eval_batch_size`` equals the fold size: an evaluation batch is one fold, and ``loss_and_metrics`` returns per-image ranks and
 recalls whose means over the split are the fold-averaged scores; it selects no model.
 
 Logged as ``validation/caption_r1`` ... ``validation/image_mean_rank``,
@@ -51,9 +51,18 @@ class Task(BaseTask):
     if config.model.score not in retrieval.SCORES:
       raise ConfigError(f"model.score is {config.model.score!r}; valid choices: "
                         f"{', '.join(retrieval.SCORES)}.")
-    if config.eval_batch_size <= 0:
-      raise ConfigError("eval_batch_size is the retrieval fold size (1000 in the paper) "
-                        "and must be positive.")
+    if config.retrieval.fold_size <= 0:
+      raise ConfigError("retrieval.fold_size is the number of images per retrieval fold "
+                        "(1000 in the paper) and must be positive.")
+    loop_evaluates = bool(config.eval_splits or config.final_eval_splits
+                          or config.eval_every_steps)
+    if loop_evaluates and config.eval_batch_size != config.retrieval.fold_size:
+      raise ConfigError(
+          "The loop's evaluation (eval_splits, final_eval_splits, eval_every_steps) scores "
+          "each evaluation batch as one retrieval fold, so eval_batch_size "
+          f"({config.eval_batch_size}) must equal retrieval.fold_size "
+          f"({config.retrieval.fold_size}); or leave validation to "
+          "periodic_eval_every_steps.")
     self._embed = None
     self._mesh = None
 
@@ -109,7 +118,7 @@ class Task(BaseTask):
   def retrieval_scores(self, variables, split: str) -> dict[str, float]:
     images, captions = self.embed_split(variables, split)
     return retrieval.evaluate(images, captions, self.config.model.score,
-                              fold_size=self.config.eval_batch_size,
+                              fold_size=self.config.retrieval.fold_size,
                               **self._ranking_options())
 
   def _total_steps(self) -> int:
