@@ -17,15 +17,13 @@ from typing import Any, Mapping
 import jax
 import numpy as np
 
-METRICS_FILE = "metrics.jsonl"
+from lnorm.runs import METRICS_FILE, read_jsonl
+
 
 
 def read_metrics(workdir: str) -> list[dict[str, Any]]:
-  path = os.path.join(workdir, METRICS_FILE)
-  if not os.path.exists(path):
-    return []
-  with open(path) as f:
-    return [json.loads(line) for line in f if line.strip()]
+  """The run's records. A line a kill cut short is skipped, so that the run resumes."""
+  return read_jsonl(os.path.join(workdir, METRICS_FILE))
 
 
 def _plain(value: Any) -> Any:
