@@ -41,6 +41,7 @@ class Task(BaseTask):
 
   norms = tuple(VARIANTS)
   rng_streams = ("dropout", "entities")
+  length_feature = ("passage", "passage_length")
 
   def __init__(self, config):
     super().__init__(config)

@@ -48,6 +48,12 @@ def base_config() -> ml_collections.ConfigDict:
   # per-step dispatch dominates otherwise. Does not change the results; the gradient,
   # parameter and update norms are then measured at the last step of each call.
   c.steps_per_call = 1
+  # Pad each batch's variable-length feature (the task's length_feature) to one of
+  # `num` lengths, at quantiles of the training lengths, instead of to the longest
+  # example of the split: a step costs what its examples need, for one compilation per
+  # length. Training draws `group_steps` consecutive batches from one length (a
+  # multiple of steps_per_call keeps each fused call to one shape). 1: off.
+  c.length_buckets = ml_collections.ConfigDict({"num": 1, "group_steps": 1})
   c.log_every_steps = 0  # Also log the running train loss every N steps (0: epochs only).
   c.checkpoint_every_secs = 300.0  # Besides every epoch end and on SIGTERM.
   c.progress_bar = True  # tqdm bar with loss and examples/s.

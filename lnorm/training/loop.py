@@ -149,16 +149,36 @@ def make_eval_step(task: Task, model: nn.Module) -> Callable:
 
 
 def evaluate(eval_step: Callable, state: TrainState, arrays, batch_size: int,
-             mesh) -> dict[str, float]:
+             mesh, buckets: batching.LengthBuckets | None = None) -> dict[str, float]:
   """Means of the task's per-example metrics over a whole split."""
   totals: dict[str, float] = {}
   count = 0.0
-  for batch in batching.eval_batches(arrays, batch_size, multiple_of=mesh.size):
+  for batch in batching.eval_batches(arrays, batch_size, multiple_of=mesh.size,
+                                     buckets=buckets):
     sums, n = eval_step(state, parallel.shard_batch(batch, mesh))
     for k, v in jax.device_get(sums).items():
       totals[k] = totals.get(k, 0.0) + float(v)
     count += float(n)
   return {k: v / max(count, 1.0) for k, v in totals.items()}
+
+
+def length_buckets(config: ml_collections.ConfigDict, task: Task,
+                   train_arrays) -> batching.LengthBuckets | None:
+  """The config's ``length_buckets`` for the task's variable-length feature, with edges
+  at quantiles of the training lengths; None when off (``num`` 1)."""
+  spec = config.get("length_buckets")
+  if spec is None or spec.num == 1:
+    return None
+  if spec.num < 1 or spec.group_steps < 1:
+    raise ConfigError(f"length_buckets.num={spec.num}, length_buckets.group_steps="
+                      f"{spec.group_steps}: both must be at least 1 (num 1 turns "
+                      "bucketing off).")
+  if task.length_feature is None:
+    raise ConfigError(f"Experiment {config.experiment!r} has no variable-length feature "
+                      "to bucket: set --config.length_buckets.num=1.")
+  feature, length = task.length_feature
+  return batching.LengthBuckets.from_quantiles(train_arrays, feature, length, spec.num,
+                                               spec.group_steps)
 
 
 # --- run records ----------------------------------------------------------------------
@@ -287,6 +307,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                       "to train for num_epochs epochs.")
   total_steps = defaults.total_steps(config, steps_per_epoch)
   model = task.build_model(dataset)
+  buckets = length_buckets(config, task, train_arrays)
+  if buckets is not None:
+    logging.info("Length buckets of %r: %s tokens.", buckets.feature, buckets.edges)
 
   _, train_rng = jax.random.split(jax.random.key(config.seed))
   state = init_train_state(config, task, model, train_arrays, mesh)
@@ -303,7 +326,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     logging.info("Resuming from the checkpoint at step %d.", start_step)
 
   write_run_record(workdir, config, dataset, {
-      "num_params": num_params, "steps_per_epoch": steps_per_epoch})
+      "num_params": num_params, "steps_per_epoch": steps_per_epoch,
+      "length_buckets": None if buckets is None else list(buckets.edges)})
   logging.info("Data: %s", json.dumps(dataset.describe()))
   logging.info("Model: %d parameters; %d steps per epoch; %d devices.", num_params,
                steps_per_epoch, mesh.size)
@@ -327,7 +351,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     for split in splits:
       if split in dataset.splits:
         split_scores = evaluate(eval_step, state, dataset.splits[split],
-                                config.eval_batch_size, mesh)
+                                config.eval_batch_size, mesh, buckets)
         scores.update({f"{split}/{k}": v for k, v in split_scores.items()})
     return scores
 
@@ -342,7 +366,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   last_save = time.time()
   step = start_step
   num_epochs = -(-total_steps // steps_per_epoch)
-  compiled_sizes: set[int] = set()
+  compiled_shapes: set[tuple] = set()
   try:
     with _SignalGuard() as signals:
       while step < total_steps:
@@ -356,22 +380,28 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
           k = min(config.steps_per_call, stop - in_epoch)
           batch_start = time.time()
           chunk = batching.train_chunk(train_arrays, config.batch_size, config.seed, epoch,
-                                       in_epoch, k)
+                                       in_epoch, k, buckets)
+          shape = tuple(v.shape for v in chunk.values())
           call_start = time.time()
           state, out = train_chunk(state, parallel.shard_batch(chunk, mesh, 1), train_rng)
           out = jax.device_get(out)
           call_end = time.time()
           _check_finite(out, step, epoch, checkpointer.latest_step())
           _accumulate(host, out, k * config.batch_size)
-          # The first call of each chunk size compiles: keep it out of the throughput
+          # The first call of each chunk shape compiles: keep it out of the throughput
           # and of the training time.
-          if k in compiled_sizes:
+          if shape in compiled_shapes:
             host["timed_examples"] += k * config.batch_size
             host["timed_seconds"] += call_end - call_start
             host["train_seconds"] += call_end - batch_start  # Input assembly included.
           else:
-            compiled_sizes.add(k)
+            compiled_shapes.add(shape)
             host["compile_seconds"] += call_end - call_start
+            logging.info(
+                "Compiled the train step for %d steps%s in %.1f s (%d shapes so far).", k,
+                "" if buckets is None else
+                f" of {buckets.feature} length {chunk[buckets.feature].shape[2]}",
+                call_end - call_start, len(compiled_shapes))
           step += k
           in_epoch += k
           if config.log_every_steps and step % config.log_every_steps < k:

@@ -46,6 +46,9 @@ class Task:
   norms: tuple[str, ...] = ("none", "ln", "bn", "wn", "bln")
   #: Names of the random streams the model draws from in training (e.g. dropout).
   rng_streams: tuple[str, ...] = ()
+  #: The padded variable-length feature and the feature holding its real lengths,
+  #: which ``config.length_buckets`` groups batches by; None: the task has none.
+  length_feature: tuple[str, str] | None = None
 
   def __init__(self, config: ml_collections.ConfigDict):
     self.config = config
