@@ -82,7 +82,10 @@ def _fmt(v: float | None) -> str:
 
 
 def _best(run: Run, metric: str) -> float | None:
-  values = [results.metric_value(r, metric) for r in run.epochs]
+  """Over the records ``lnorm compare`` takes its best from (mid-epoch evaluations
+  included), so that the report's best and the comparison's target agree."""
+  source = run.epochs if runs_lib.is_training_metric(metric) else run.points
+  values = [results.metric_value(r, metric) for r in source]
   values = [v for v in values if v is not None and math.isfinite(v)]
   if not values:
     return None

@@ -136,6 +136,25 @@ def test_a_run_ended_by_max_steps_mid_epoch(tmp_path, max_steps, finished):
     assert {r.measured for r in result.rows if r.metric == "test/error"} == {"0.1"}
 
 
+def test_report_best_counts_mid_epoch_evaluations_as_compare_does(tmp_path):
+  workdir = str(tmp_path / "run")
+  fake_run(workdir, {"norm": "ln", "batch_size": 128},
+           FULL_MNIST, [{"test/error": 0.2, "train/nll": 0.4}])
+  with open(os.path.join(workdir, "metrics.jsonl"), "a") as f:
+    f.write(json.dumps({"step": 150, "epoch": 1.5, "test/error": 0.05,
+                        "train/nll": 0.01}) + "\n")
+    f.write(json.dumps({"step": 200, "epoch": 2, "time/epoch_seconds": 1.0,
+                        "test/error": 0.1, "train/nll": 0.3}) + "\n")
+  with open(os.path.join(workdir, "config.json")) as f:
+    record = json.load(f)
+  record["config"]["num_epochs"] = 2
+  with open(os.path.join(workdir, "config.json"), "w") as f:
+    json.dump(record, f)
+  best = {r.metric: r.best for r in report.collect([workdir]).rows}
+  # The mid-epoch test error counts; the mid-epoch train NLL is a running value.
+  assert best == {"test/error": "0.05", "train/nll": "0.3"}
+
+
 def test_report_has_updates_to_target_per_batch_size(fig6_dir, capsys):
   """In fig6_dir the test errors are 0.1 / (epoch + i), i = 0, 1, 2 for none, bn, ln:
   the baseline's best, 0.05, comes at step 200; bn reaches it at step 100 and ln
