@@ -6,7 +6,11 @@ own train step on a batch of those shapes, measures the matmul rate and prints t
 share of it a step achieves, with examples/s.
 
   python scripts/attentive_reader_flops.py \
-      --config configs/attentive_reader.py:norm=ln,scale=cpu [--steps 5]
+      --config configs/attentive_reader.py:norm=ln,scale=cpu [--steps 5] \
+      [--passage_tokens 96]
+
+``--passage_tokens`` measures the step at one length bucket's padded passage length
+(the run log names the buckets) instead of the longest, ``data.max_passage_tokens``.
 """
 
 from __future__ import annotations
@@ -21,12 +25,12 @@ from lnorm.training import benchmark
 from lnorm.training.task import load_task
 
 
-def matmul_macs_per_example(config) -> int:
+def matmul_macs_per_example(config, passage_tokens: int) -> int:
   """Multiply-accumulates of one forward pass for one example (matmuls only), at
   the padded passage and question lengths."""
   m, d = config.model, config.data
   e, h, a, r = m.embed_size, m.hidden_size, m.attention_size, m.readout_size
-  tp, tq, n = d.max_passage_tokens, d.max_question_tokens, d.num_entities
+  tp, tq, n = passage_tokens, d.max_question_tokens, d.num_entities
   lstm = lambda t: t * (e * 4 * h + h * 4 * h)
   attention = tp * h * a + h * a + tp * a + (tp * h * h + h * h if m.bilinear else 0)
   pooling = 2 * tp * h  # sum_t alpha_t d_t and the mean of d_t
@@ -34,26 +38,32 @@ def matmul_macs_per_example(config) -> int:
 
 
 def main():
+  def add_arguments(parser):
+    parser.add_argument("--passage_tokens", type=int, default=0,
+                        help="Padded passage length (default: data.max_passage_tokens).")
+
   args, config = benchmark.parse_args(__doc__.split("\n")[0],
-                                      "configs/attentive_reader.py:norm=ln,scale=cpu")
+                                      "configs/attentive_reader.py:norm=ln,scale=cpu",
+                                      add_arguments)
   task = load_task(config)
   b, d = config.batch_size, config.data
+  tp = args.passage_tokens or d.max_passage_tokens
   rng = np.random.default_rng(0)
-  passage = rng.integers(ENTITY_OFFSET, d.vocab_size, (b, d.max_passage_tokens))
+  passage = rng.integers(ENTITY_OFFSET, d.vocab_size, (b, tp))
   question = rng.integers(ENTITY_OFFSET, d.vocab_size, (b, d.max_question_tokens))
   batch = {"passage": jnp.asarray(passage, jnp.int32),
-           "passage_length": jnp.full((b,), d.max_passage_tokens, jnp.int32),
+           "passage_length": jnp.full((b,), tp, jnp.int32),
            "question": jnp.asarray(question, jnp.int32),
            "question_length": jnp.full((b,), d.max_question_tokens, jnp.int32),
            "answer": jnp.zeros((b,), jnp.int32), "mask": jnp.ones((b,), jnp.float32)}
   model = task.model_for(d.vocab_size, d.num_entities, ENTITY_OFFSET)
-  flops = benchmark.train_step_flops(matmul_macs_per_example(config) * b)
+  flops = benchmark.train_step_flops(matmul_macs_per_example(config, tp) * b)
   report = benchmark.measure_train_step(
       task, model, config, batch, flops=flops, steps=args.steps,
       matmul_size=args.matmul_size, matmul_reps=args.matmul_reps)
   print(json.dumps({
       "config": args.config,
-      "padded_shapes": {"passage": [b, d.max_passage_tokens],
+      "padded_shapes": {"passage": [b, tp],
                         "question": [b, d.max_question_tokens]},
       **report, "examples_per_sec_wall": b / report["step_seconds_wall"]}, indent=2))
 
