@@ -12,6 +12,7 @@ cotangent and writes dx, the least memory traffic any normalizer's fwd+bwd can h
 
     python scripts/bench_norms.py                # (4096, 4096) float32
     python scripts/bench_norms.py --shape 1024 1024 --repeats 20
+    python scripts/bench_norms.py --json perf/norms.json   # also a machine-readable record
 
 The machine may be shared with other processes: run it a few times and look at the
 spread before reading much into a ratio.
@@ -29,6 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from lnorm.normalization import functional as F
+from lnorm.training import benchmark
 
 
 def _contenders(d: int) -> dict[str, tuple[Callable, dict]]:
@@ -106,11 +108,21 @@ def run(shape=(4096, 4096), repeats: int = 10, seed: int = 0) -> dict[str, float
   return time_calls(calls, repeats)
 
 
+RATIOS = (("ln", "elementwise_floor"), ("bn", "elementwise_floor"),
+          ("bln", "elementwise_floor"), ("flax_layernorm", "elementwise_floor"),
+          ("ln", "flax_layernorm"))
+
+
+def ratios(ms: dict[str, float]) -> list[dict]:
+  """The reported ratios of medians, as the ``--json`` record holds them."""
+  return [{"name": f"{a} / {b}", "numerator": a, "denominator": b, "value": ms[a] / ms[b]}
+          for a, b in RATIOS]
+
+
 def report(ms: dict[str, float]) -> str:
   lines = [f"{name:>18s}: {t:8.2f} ms" for name, t in ms.items()]
-  for name in ("ln", "bn", "bln", "flax_layernorm"):
-    lines.append(f"{name + ' / elementwise_floor':>34s}: {ms[name] / ms['elementwise_floor']:.2f}x")
-  lines.append(f"{'ln / flax_layernorm':>34s}: {ms['ln'] / ms['flax_layernorm']:.2f}x")
+  for r in ratios(ms):
+    lines.append(f"{r['name']:>34s}: {r['value']:.2f}x")
   return "\n".join(lines)
 
 
@@ -119,10 +131,15 @@ def main(argv=None) -> int:
   parser.add_argument("--shape", type=int, nargs=2, default=(4096, 4096))
   parser.add_argument("--repeats", type=int, default=10)
   parser.add_argument("--seed", type=int, default=0)
+  benchmark.add_json_flag(parser)
   args = parser.parse_args(argv)
   print(f"backend={jax.default_backend()} devices={jax.devices()} shape={tuple(args.shape)}"
         f" float32, fwd+bwd (grads wrt input and params), median of {args.repeats}")
-  print(report(run(tuple(args.shape), args.repeats, args.seed)))
+  ms = run(tuple(args.shape), args.repeats, args.seed)
+  print(report(ms))
+  if args.json:
+    rows = [{"name": name, "median_ms": t} for name, t in ms.items()]
+    benchmark.write_json(args.json, benchmark.bench_record(args, rows, ratios(ms)))
   return 0
 
 

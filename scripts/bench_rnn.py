@@ -2,13 +2,15 @@
 
     python scripts/bench_rnn.py                 # batch 32, 100 steps, input 57, hidden 400
     python scripts/bench_rnn.py --repeats 20 --hidden 256
+    python scripts/bench_rnn.py --torch-threads 1,2 --json perf/rnn.json
 
 The default size is the handwriting model's first layer (REFERENCE.md sec. 3). Each
 row times a jitted (or eager, for PyTorch) forward+backward of ``sum(h^2)/B`` with
 respect to the parameters and the input, warm-up excluded, median of ``--repeats``.
 All rows are measured in the same run, their repeats interleaved, so that the ratios
 share the machine's load.
-The PyTorch rows are skipped with a message when torch is not installed.
+The PyTorch rows are skipped with a message when torch is not installed. ``--json PATH``
+also writes the rows, the ratios, the arguments and the machine to a JSON file.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lnorm.rnn import RecurrentLayer, make_lstm_cell
+from lnorm.training import benchmark
 
 
 def _measure(runners: dict, repeats: int, warmup: int = 2) -> dict:
@@ -68,7 +71,8 @@ class NaiveLNLSTMCell(nn.RNNCellBase):
 
 def _jax_runner(model, x, apply=None):
   """(runner, compile seconds) of a jitted value_and_grad of sum(h^2)/B."""
-  variables = model.init(jax.random.key(0), x)
+  # Jitted, the init is one compiled program instead of one per op, seconds less each.
+  variables = jax.jit(model.init)(jax.random.key(0), x)
   apply = apply or (lambda v, x: model.apply(v, x))
 
   def loss(params, x):
@@ -161,6 +165,7 @@ def main(argv=None):
   parser.add_argument("--unroll", type=int, default=1, help="our layer's scan unroll")
   parser.add_argument("--no-naive", action="store_true",
                       help="skip the naive flax LN-LSTM row")
+  benchmark.add_json_flag(parser)
   args = parser.parse_args(argv)
 
   x_np = np.random.default_rng(0).standard_normal(
@@ -201,9 +206,19 @@ def main(argv=None):
   ratios = [("ln_lstm", "torch_eager_ln_lstm"), ("lstm", "flax_optimized_lstm"),
             ("ln_lstm", "lstm"), ("flax_optimized_lstm", "torch_lstm"),
             ("lstm", "torch_lstm"), ("naive_flax_ln_lstm", "torch_eager_ln_lstm")]
-  for a, b in ratios:
-    if a in rows and b in rows:
-      print(f"{a} / {b}: {rows[a][0] / rows[b][0]:.2f}x")
+  # The numerator and denominator name the timed rows (with the thread count for
+  # PyTorch), so that each value is the ratio of two of the record's rows.
+  ratio_records = [{"name": f"{a} / {b}", "numerator": rows[a][2], "denominator": rows[b][2],
+                    "value": rows[a][0] / rows[b][0]}
+                   for a, b in ratios if a in rows and b in rows]
+  for r in ratio_records:
+    print(f"{r['name']}: {r['value']:.2f}x")
+
+  if args.json:
+    row_records = [{"name": name, "median_ms": median, "min_ms": best,
+                    "compile_s": compile_s.get(name)}
+                   for name, (median, best) in measured.items()]
+    benchmark.write_json(args.json, benchmark.bench_record(args, row_records, ratio_records))
 
 
 if __name__ == "__main__":

@@ -7,11 +7,19 @@ apart), time steps after a warm-up, measure the float32 matmul rate with one lar
 square matmul, and report the share of that rate a step achieves (1.0: as fast as a
 big matmul). Wall and process-CPU times are both given: on a shared machine the CPU
 time is the fairer clock.
+
+It also holds what every benchmark script's ``--json PATH`` record shares: the machine
+and library versions the figures were measured with, and the writing of the file.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import json
+import os
+import pathlib
+import platform
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -114,3 +122,60 @@ def measure_train_step(task: Task, model, config: ml_collections.ConfigDict, bat
       "ratio_wall": (flops / rate_wall) / step_wall,
       "ratio_cpu": (flops / rate_cpu) / step_cpu,
   }
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+  """The ``--json PATH`` flag of the benchmark scripts, named alike in each."""
+  parser.add_argument("--json", metavar="PATH", default=None,
+                      help="also write the rows, ratios, arguments and machine to "
+                           "this JSON file")
+
+
+def _version(distribution: str) -> str | None:
+  """An installed distribution's version, None when it is not installed."""
+  try:
+    return importlib.metadata.version(distribution)
+  except importlib.metadata.PackageNotFoundError:
+    return None
+
+
+def machine_record() -> dict[str, Any]:
+  """What a timing depends on besides the code: cores, platform, JAX devices, versions.
+
+  Timings from two machines, or from one machine before and after an upgrade, can
+  only be compared with this next to them. The versions come from the installed
+  distributions' metadata, so torch is reported without importing it (None when it
+  is not installed).
+  """
+  affinity = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+              else None)
+  return {
+      "cpu_count": os.cpu_count(),
+      # The cores this process may run on: fewer than cpu_count under taskset or a
+      # container's CPU set, and the figures depend on it.
+      "cpu_affinity_count": affinity,
+      "platform": platform.platform(),
+      "jax_backend": jax.default_backend(),
+      "jax_devices": [str(d) for d in jax.devices()],
+      # XLA's CPU threading flags change the timings as much as the core count does.
+      "xla_flags": os.environ.get("XLA_FLAGS"),
+      "versions": {"python": platform.python_version(),
+                   **{name: _version(name)
+                      for name in ("jax", "jaxlib", "flax", "numpy", "torch")}},
+  }
+
+
+def bench_record(args: argparse.Namespace, rows: Sequence[dict[str, Any]],
+                 ratios: Sequence[dict[str, Any]]) -> dict[str, Any]:
+  """A benchmark script's ``--json`` record: the machine, the parsed arguments, one
+  dict per timed row (``name`` and its figures) and one per printed ratio
+  (``numerator``, ``denominator``, ``value``)."""
+  return {"machine": machine_record(), "args": vars(args), "rows": list(rows),
+          "ratios": list(ratios)}
+
+
+def write_json(path: str | os.PathLike, record: dict[str, Any]) -> None:
+  """Writes ``record`` to ``path`` as indented JSON, creating its directory."""
+  path = pathlib.Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps(record, indent=2) + "\n")
