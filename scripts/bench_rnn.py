@@ -69,8 +69,23 @@ class NaiveLNLSTMCell(nn.RNNCellBase):
     return 1
 
 
-def _jax_runner(model, x, apply=None):
-  """(runner, compile seconds) of a jitted value_and_grad of sum(h^2)/B."""
+def jax_models(hidden: int, unroll: int = 1, naive: bool = True) -> dict:
+  """The jax rows: name -> (flax module, ``apply(variables, x)`` returning h [B, T, H]).
+
+  ``unroll`` is our layer's scan unroll; ``naive`` adds the naive flax LN-LSTM row.
+  """
+  models = {}
+  for name, variant in (("lstm", "none"), ("ln_lstm", "ln")):
+    layer = RecurrentLayer(make_lstm_cell(variant), hidden, unroll=unroll)
+    models[name] = (layer, lambda v, x, layer=layer: layer.apply(v, x).outputs)
+  models["flax_optimized_lstm"] = (nn.RNN(nn.OptimizedLSTMCell(hidden)), None)
+  if naive:
+    models["naive_flax_ln_lstm"] = (nn.RNN(NaiveLNLSTMCell(hidden)), None)
+  return models
+
+
+def train_step(model, x, apply=None):
+  """(jitted value_and_grad of sum(h^2)/B w.r.t. the parameters and x, parameters)."""
   # Jitted, the init is one compiled program instead of one per op, seconds less each.
   variables = jax.jit(model.init)(jax.random.key(0), x)
   apply = apply or (lambda v, x: model.apply(v, x))
@@ -79,11 +94,16 @@ def _jax_runner(model, x, apply=None):
     h = apply({"params": params}, x)
     return jnp.sum(jnp.square(h)) / x.shape[0]
 
-  step = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+  return jax.jit(jax.value_and_grad(loss, argnums=(0, 1))), variables["params"]
+
+
+def _jax_runner(model, x, apply=None):
+  """(runner, compile seconds) of a jitted value_and_grad of sum(h^2)/B."""
+  step, params = train_step(model, x, apply)
   start = time.perf_counter()
-  compiled = step.lower(variables["params"], x).compile()
+  compiled = step.lower(params, x).compile()
   compile_s = time.perf_counter() - start
-  run = lambda: jax.block_until_ready(compiled(variables["params"], x))
+  run = lambda: jax.block_until_ready(compiled(params, x))
   return run, compile_s
 
 
@@ -176,15 +196,9 @@ def main(argv=None):
         f"{jax.__version__} on {jax.devices()[0].platform}")
 
   runners, compile_s = {}, {}
-  for name, variant in (("lstm", "none"), ("ln_lstm", "ln")):
-    layer = RecurrentLayer(make_lstm_cell(variant), args.hidden, unroll=args.unroll)
-    runners[name], compile_s[name] = _jax_runner(
-        layer, x, lambda v, x, layer=layer: layer.apply(v, x).outputs)
-  runners["flax_optimized_lstm"], compile_s["flax_optimized_lstm"] = _jax_runner(
-      nn.RNN(nn.OptimizedLSTMCell(args.hidden)), x)
-  if not args.no_naive:
-    runners["naive_flax_ln_lstm"], compile_s["naive_flax_ln_lstm"] = _jax_runner(
-        nn.RNN(NaiveLNLSTMCell(args.hidden)), x)
+  for name, (model, apply) in jax_models(args.hidden, args.unroll,
+                                         naive=not args.no_naive).items():
+    runners[name], compile_s[name] = _jax_runner(model, x, apply)
   runners.update(_torch_runners(args, x_np))
   measured = _measure(runners, args.repeats)
   rows = {}
