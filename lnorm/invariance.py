@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Callable, Sequence
+from typing import Callable
 
 import jax
 import jax.numpy as jnp

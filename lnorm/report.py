@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Any, Sequence
+from typing import Sequence
 
 from lnorm import compare
 from lnorm import results

@@ -1,6 +1,5 @@
 """IAM-OnDB readers (lnorm.data.iamondb) and stroke helpers on files the tests write."""
 
-import io
 import os
 import tarfile
 

@@ -196,7 +196,7 @@ def write_image_zip(path, per_class=2, classes=CLASSES, prefix="cifar10/", seed=
   expected = {}
   with zipfile.ZipFile(path, "w") as zf:
     for split in ("train", "test"):
-      images, labels = [], []
+      images = []
       # Class folders are written in reverse, so the test sees labels assigned from
       # the class list, not from the archive's order.
       for label in reversed(range(len(classes))):
