@@ -173,23 +173,34 @@ def _torch_runners(args, x_np):
   return runners
 
 
-def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
+  """The layer and sequence sizes (handwriting's by default), shared with
+  scripts/hlo_rnn_step.py so that its counts describe the step timed here."""
   parser.add_argument("--batch", type=int, default=32)
   parser.add_argument("--steps", type=int, default=100)
   parser.add_argument("--input", type=int, default=57)
   parser.add_argument("--hidden", type=int, default=400)
+  parser.add_argument("--unroll", type=int, default=1, help="our layer's scan unroll")
+
+
+def random_inputs(args) -> np.ndarray:
+  """A [batch, steps, input] float32 sequence, the same in every script and run."""
+  return np.random.default_rng(0).standard_normal(
+      (args.batch, args.steps, args.input)).astype(np.float32)
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  add_shape_arguments(parser)
   parser.add_argument("--repeats", type=int, default=10)
   parser.add_argument("--torch-threads", type=lambda s: [int(n) for n in s.split(",")],
                       default=[1], help="PyTorch intra-op thread counts to try, e.g. 1,2")
-  parser.add_argument("--unroll", type=int, default=1, help="our layer's scan unroll")
   parser.add_argument("--no-naive", action="store_true",
                       help="skip the naive flax LN-LSTM row")
   benchmark.add_json_flag(parser)
   args = parser.parse_args(argv)
 
-  x_np = np.random.default_rng(0).standard_normal(
-      (args.batch, args.steps, args.input)).astype(np.float32)
+  x_np = random_inputs(args)
   x = jnp.asarray(x_np)
   print(f"batch {args.batch}, steps {args.steps}, input {args.input}, hidden "
         f"{args.hidden}; forward+backward, median of {args.repeats}; jax "

@@ -27,7 +27,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # scripts/ is not a package
 import bench_rnn  # noqa: E402  (the models and train step that bench_rnn.py times)
@@ -252,18 +251,13 @@ def analyse(text: str, hidden: int):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--batch", type=int, default=32)
-  parser.add_argument("--steps", type=int, default=100)
-  parser.add_argument("--input", type=int, default=57)
-  parser.add_argument("--hidden", type=int, default=400)
-  parser.add_argument("--unroll", type=int, default=1, help="our layer's scan unroll")
+  bench_rnn.add_shape_arguments(parser)
   parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
   parser.add_argument("--dump", metavar="DIR",
                       help="also write each row's optimized HLO to DIR/<row>.txt")
   args = parser.parse_args(argv)
 
-  x = jnp.asarray(np.random.default_rng(0).standard_normal(
-      (args.batch, args.steps, args.input)).astype(np.float32))
+  x = jnp.asarray(bench_rnn.random_inputs(args))
   print(f"batch {args.batch}, steps {args.steps}, input {args.input}, hidden "
         f"{args.hidden}, unroll {args.unroll} (lstm and ln_lstm); optimized HLO of the "
         f"value_and_grad step; jax {jax.__version__} on {jax.devices()[0].platform}, "
