@@ -214,7 +214,8 @@ def test_bucketed_evaluation_equals_evaluation_at_full_width():
       dataset.splits["train"], "passage", "passage_length", 3)
   assert len(buckets.edges) > 1
   full = loop.evaluate(eval_step, state, arrays, 7, mesh)
-  bucketed = loop.evaluate(eval_step, state, arrays, 7, mesh, buckets)
+  bucketed = loop.evaluate(eval_step, state, buckets.sorted_by_length(arrays), 7, mesh,
+                           buckets)
   assert full.keys() == bucketed.keys()
   for k in full:
     np.testing.assert_allclose(bucketed[k], full[k], rtol=1e-5, err_msg=k)

@@ -113,6 +113,17 @@ def test_bucketed_epoch_groups_one_length_and_drops_what_unbucketed_drops():
   assert not all(np.all(np.diff(b) >= 0) for b in group_buckets)
 
 
+def test_a_precomputed_training_order_gives_the_same_chunks():
+  arrays = _sequences()
+  buckets = batching.LengthBuckets.from_quantiles(arrays, "x", "x_length", 3)
+  order = batching.training_order(arrays, 5, 2, 1, buckets)
+  for first in (0, 3, 7):
+    given = batching.train_chunk(arrays, 5, 2, 1, first, 3, buckets, order)
+    computed = batching.train_chunk(arrays, 5, 2, 1, first, 3, buckets)
+    for k in arrays:
+      np.testing.assert_array_equal(given[k], computed[k])
+
+
 def test_bucketed_training_chunks_are_trimmed_to_their_longest_example():
   arrays = _sequences()
   buckets = batching.LengthBuckets.from_quantiles(arrays, "x", "x_length", 4, group_steps=2)
@@ -131,7 +142,8 @@ def test_bucketed_training_chunks_are_trimmed_to_their_longest_example():
 def test_bucketed_eval_batches_cover_the_split_once_trimmed():
   arrays = _sequences()
   buckets = batching.LengthBuckets.from_quantiles(arrays, "x", "x_length", 4)
-  batches = list(batching.eval_batches(arrays, 16, multiple_of=4, buckets=buckets))
+  batches = list(batching.eval_batches(buckets.sorted_by_length(arrays), 16,
+                                       multiple_of=4, buckets=buckets))
   ids = np.concatenate([b["id"][b["mask"] > 0] for b in batches])
   np.testing.assert_array_equal(np.sort(ids), np.arange(103))
   widths = [b["x"].shape[1] for b in batches]

@@ -96,15 +96,23 @@ class LengthBuckets:
     return {k: v[order] for k, v in arrays.items()}
 
 
-def train_chunk(arrays: Arrays, batch_size: int, seed: int, epoch: int,
-                first_step: int, num_steps: int,
-                buckets: LengthBuckets | None = None) -> dict[str, np.ndarray]:
-  """``num_steps`` consecutive training batches of an epoch, stacked as [K, B, ...];
-  with ``buckets``, grouped by length and trimmed to the longest of the K batches."""
+def training_order(arrays: Arrays, batch_size: int, seed: int, epoch: int,
+                   buckets: LengthBuckets | None = None) -> np.ndarray:
+  """The order of training epoch ``epoch``: a permutation, grouped by length with
+  ``buckets``. The loop computes it once per epoch rather than once per call."""
   if buckets is None:
-    order = epoch_order(len(next(iter(arrays.values()))), seed, epoch)
-  else:
-    order = buckets.epoch_order(arrays, batch_size, seed, epoch)
+    return epoch_order(len(next(iter(arrays.values()))), seed, epoch)
+  return buckets.epoch_order(arrays, batch_size, seed, epoch)
+
+
+def train_chunk(arrays: Arrays, batch_size: int, seed: int, epoch: int,
+                first_step: int, num_steps: int, buckets: LengthBuckets | None = None,
+                order: np.ndarray | None = None) -> dict[str, np.ndarray]:
+  """``num_steps`` consecutive training batches of an epoch, stacked as [K, B, ...];
+  with ``buckets``, grouped by length and trimmed to the longest of the K batches.
+  ``order``: the epoch's :func:`training_order`, if already computed."""
+  if order is None:
+    order = training_order(arrays, batch_size, seed, epoch, buckets)
   index = order[first_step * batch_size:(first_step + num_steps) * batch_size]
   chunk = {k: v[index].reshape((num_steps, batch_size) + v.shape[1:])
            for k, v in arrays.items()}
@@ -113,12 +121,11 @@ def train_chunk(arrays: Arrays, batch_size: int, seed: int, epoch: int,
 
 def eval_batches(arrays: Arrays, batch_size: int, multiple_of: int = 1,
                  buckets: LengthBuckets | None = None) -> Iterator[dict[str, np.ndarray]]:
-  """The whole split in order (in order of length with ``buckets``, each batch trimmed
-  to its bucket). The last batch keeps its true size when possible (so mini-batch
-  statistics never see padding); it is padded to a multiple of ``multiple_of`` (the
-  device count) only when needed, with ``mask`` marking padding."""
-  if buckets is not None:
-    arrays = buckets.sorted_by_length(arrays)
+  """The whole split in order, each batch trimmed to its bucket with ``buckets`` (sort
+  the split once with :meth:`LengthBuckets.sorted_by_length` for batches that trim
+  well). The last batch keeps its true size when possible (so mini-batch statistics
+  never see padding); it is padded to a multiple of ``multiple_of`` (the device count)
+  only when needed, with ``mask`` marking padding."""
   n = len(next(iter(arrays.values())))
   for start in range(0, n, batch_size):
     batch = {k: v[start:start + batch_size] for k, v in arrays.items()}

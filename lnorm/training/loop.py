@@ -346,11 +346,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   # goes on accumulating into the live state.
   population_so_far = jax.jit(with_population, out_shardings=rep)
 
+  # With length buckets, a split is sorted by length at its first evaluation, so that
+  # its batches trim well (the order does not change a split's mean metrics).
+  sorted_splits: dict[str, Any] = {}
+
+  def eval_arrays(split):
+    if buckets is None:
+      return dataset.splits[split]
+    if split not in sorted_splits:
+      sorted_splits[split] = buckets.sorted_by_length(dataset.splits[split])
+    return sorted_splits[split]
+
   def evaluate_splits(state, splits) -> dict[str, float]:
     scores = {}
     for split in splits:
       if split in dataset.splits:
-        split_scores = evaluate(eval_step, state, dataset.splits[split],
+        split_scores = evaluate(eval_step, state, eval_arrays(split),
                                 config.eval_batch_size, mesh, buckets)
         scores.update({f"{split}/{k}": v for k, v in split_scores.items()})
     return scores
@@ -367,6 +378,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   step = start_step
   num_epochs = -(-total_steps // steps_per_epoch)
   compiled_shapes: set[tuple] = set()
+  order_epoch, order = None, None
   try:
     with _SignalGuard() as signals:
       while step < total_steps:
@@ -379,8 +391,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         while in_epoch < stop:
           k = min(config.steps_per_call, stop - in_epoch)
           batch_start = time.time()
+          if order_epoch != epoch:
+            order_epoch = epoch
+            order = batching.training_order(train_arrays, config.batch_size, config.seed,
+                                            epoch, buckets)
           chunk = batching.train_chunk(train_arrays, config.batch_size, config.seed, epoch,
-                                       in_epoch, k, buckets)
+                                       in_epoch, k, buckets, order)
           shape = tuple(v.shape for v in chunk.values())
           call_start = time.time()
           state, out = train_chunk(state, parallel.shard_batch(chunk, mesh, 1), train_rng)
