@@ -403,9 +403,11 @@ def test_mlp_parameter_count(name):
 ])
 def test_fused_layer_norm_matches_autodiff(monkeypatch, shape, dtype, blocked):
   # Blocks of 4 rows, so that a small array takes the blocked (CPU) loop.
+  monkeypatch.setattr(F, "_CPU_BLOCKED_BYTES", 0 if blocked else 1 << 40)
   monkeypatch.setattr(F, "_CPU_BLOCK_BYTES", 4 * 4 * shape[-1])
-  assert (F._row_block(int(np.prod(shape[:-1])), shape[-1]) == 4) == (
-      blocked and jax.default_backend() == "cpu")
+  rows = int(np.prod(shape[:-1]))
+  expected = 4 if blocked and jax.default_backend() == "cpu" else rows
+  assert F._row_block(rows, shape[-1]) == expected
   rng = _rng(16)
   x = jnp.asarray(rng.normal(size=shape) * 3 + 2, dtype)
   ct = jnp.asarray(rng.normal(size=shape), dtype)
@@ -436,6 +438,18 @@ def test_fused_layer_norm_matches_autodiff(monkeypatch, shape, dtype, blocked):
       x, None, None, axes=(x.ndim - 1,), eps=1e-5, mask=None), x, None, None))(x)
   np.testing.assert_allclose(np.asarray(gx, np.float32), np.asarray(gx_plain, np.float32),
                              atol=tol * float(jnp.max(jnp.abs(gx_plain.astype(jnp.float32)))))
+
+
+def test_cpu_row_blocks_divide_the_rows_near_the_target(monkeypatch):
+  if jax.default_backend() != "cpu":
+    pytest.skip("blocks are a CPU path")
+  d = 1024  # 4 KiB rows: the 1 MiB target is 256 rows.
+  assert F._row_block(64, d) == 64  # 256 KiB: below the blocking threshold
+  assert F._row_block(4096, d) == 256
+  assert F._row_block(3000, d) == 250  # the divisor nearest to 256
+  assert F._row_block(4099, d) == 4099  # prime: no divisor within 2x of the target
+  monkeypatch.setattr(F, "_CPU_BLOCKED_BYTES", 0)
+  assert F._row_block(300, d) == 300  # one block of 300 is not a blocked path
 
 
 def test_bln_fully_masked_position_stays_finite():

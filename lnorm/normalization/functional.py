@@ -120,25 +120,36 @@ def _layer_norm_autodiff(x, scale, bias, *, axes, eps, mask):
 # Autodiff of the two-pass LN makes XLA read the whole array about nine times (mean,
 # variance, output; then several row and column reductions in the backward pass),
 # and on CPU each of those reductions is a separate sweep through memory. The
-# hand-written backward needs only x, the per-row mean and 1/std, and two row sums
-# (dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))). On CPU the rows are
-# also processed in blocks that fit in cache, so that the second pass of the two-pass
-# variance and of the backward reads from cache, not from memory. GPUs and TPUs
-# already fuse row reductions into one kernel; a sequential loop over blocks would
-# only serialize them there, so blocks are used on CPU only.
+# hand-written backward needs x, the per-row mean and 1/std saved by the forward pass,
+# and two row sums (dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))).
+#
+# On CPU a large array is also processed in blocks of rows that fit in cache, so that
+# the second pass of the two-pass variance and of the backward reads from cache, not
+# from memory (measured with scripts/bench_norms.py, docs/performance.md). The
+# statistics stay two-pass: within a cached block the second pass is nearly free, and
+# a one-pass form was no faster under XLA. GPUs and TPUs already fuse row reductions
+# into one kernel; a sequential loop over blocks would only serialize them there, so
+# blocks are used on CPU only, and only for arrays that do not fit in cache anyway.
 
-#: Target bytes of float32 rows per block on CPU (a share of a typical L2 cache).
-_CPU_BLOCK_BYTES = 1 << 18
+#: On CPU, arrays of at least this many bytes (float32) are processed in blocks.
+_CPU_BLOCKED_BYTES = 8 << 20
+#: Target bytes of float32 rows per block (about one core's L2 cache).
+_CPU_BLOCK_BYTES = 1 << 20
 
 
 def _row_block(n: int, d: int) -> int:
-  """Rows per block, or n (one block) when blocking does not apply."""
-  if jax.default_backend() != "cpu":
+  """Rows per block, or n (one block) when blocking does not apply.
+
+  The block is the divisor of n nearest to the target size, within a factor of two
+  of it; when n has none, there is one block.
+  """
+  if jax.default_backend() != "cpu" or 4 * n * d < _CPU_BLOCKED_BYTES:
     return n
-  rows = max(1, _CPU_BLOCK_BYTES // (4 * d))
-  if n < 4 * rows or n % rows:
+  target = max(1, _CPU_BLOCK_BYTES // (4 * d))
+  candidates = [r for r in range(max(1, target // 2), min(n, 2 * target) + 1) if n % r == 0]
+  if not candidates or n // min(candidates, key=lambda r: abs(r - target)) < 2:
     return n
-  return rows
+  return min(candidates, key=lambda r: abs(r - target))
 
 
 def _ln_rows_forward(x, g, b, eps):
@@ -163,37 +174,44 @@ def _ln_rows_backward(x, g, mean, rstd, dy):
 
 
 def _blocked(x, block):
-  n, d = x.shape
-  return x.reshape(n // block, block, d)
+  n = x.shape[0]
+  return x.reshape((n // block, block) + x.shape[1:])
+
+
+def _ln_rows_with_stats(x, g, b, eps, block):
+  """Output and the per-row mean and 1/std, block by block on a blocked CPU path."""
+  if block == x.shape[0]:
+    return _ln_rows_forward(x, g, b, eps)
+  y, mean, rstd = jax.lax.map(lambda xb: _ln_rows_forward(xb, g, b, eps), _blocked(x, block))
+  return y.reshape(x.shape), mean.reshape(-1, 1), rstd.reshape(-1, 1)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
 def _layer_norm_rows(x, g, b, eps, block):
-  if block == x.shape[0]:
-    return _ln_rows_forward(x, g, b, eps)[0]
-  y = jax.lax.map(lambda xb: _ln_rows_forward(xb, g, b, eps)[0], _blocked(x, block))
-  return y.reshape(x.shape)
+  return _ln_rows_with_stats(x, g, b, eps, block)[0]
 
 
 def _layer_norm_rows_fwd(x, g, b, eps, block):
-  # Only x is kept: mean and 1/std are recomputed per block in the backward pass,
-  # where the block is in cache anyway.
-  return _layer_norm_rows(x, g, b, eps, block), (x, g, b)
+  y, mean, rstd = _ln_rows_with_stats(x, g, b, eps, block)
+  # Two floats per row: saving the statistics costs nothing next to recomputing them.
+  return y, (x, g, b, mean, rstd)
 
 
 def _layer_norm_rows_bwd(eps, block, residuals, dy):
-  x, g, b = residuals
+  del eps
+  x, g, b, mean, rstd = residuals
   if block == x.shape[0]:
-    _, mean, rstd = _ln_rows_forward(x, g, b, eps)
     dx, dg, db = _ln_rows_backward(x, g, mean, rstd, dy)
   else:
     def step(carry, blocks):
-      xb, dyb = blocks
-      _, mean, rstd = _ln_rows_forward(xb, g, b, eps)
-      dxb, dgb, dbb = _ln_rows_backward(xb, g, mean, rstd, dyb)
+      xb, mean_b, rstd_b, dyb = blocks
+      dxb, dgb, dbb = _ln_rows_backward(xb, g, mean_b, rstd_b, dyb)
       return (carry[0] + dgb, carry[1] + dbb), dxb
     zeros = jnp.zeros(g.shape, jnp.float32)
-    (dg, db), dx = jax.lax.scan(step, (zeros, zeros), (_blocked(x, block), _blocked(dy, block)))
+    (dg, db), dx = jax.lax.scan(
+        step, (zeros, zeros),
+        (_blocked(x, block), _blocked(mean, block), _blocked(rstd, block),
+         _blocked(dy, block)))
     dx = dx.reshape(x.shape)
   return dx, dg.astype(g.dtype), db.astype(b.dtype)
 
