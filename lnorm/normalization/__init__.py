@@ -19,7 +19,7 @@ from lnorm.normalization import functional
 from lnorm.normalization.functional import (
     BLN_STATISTICS, bln_inference_configurations, parse_bln_inference)
 from lnorm.normalization.modules import (
-    BatchLayerNorm, BatchNorm, Identity, LayerNorm, WeightNormDense,
+    BatchLayerNorm, BatchNorm, Dense, Identity, LayerNorm, WeightNormDense,
     finalize_epoch_statistics)
 
 ModuleFactory = Callable[..., nn.Module]
@@ -104,7 +104,7 @@ def make_norm(name: str, options: Mapping[str, Any] | None = None) -> Norm:
 
 
 __all__ = [
-    "BLN_STATISTICS", "BatchLayerNorm", "BatchNorm", "Identity", "LayerNorm", "NORMS",
+    "BLN_STATISTICS", "BatchLayerNorm", "BatchNorm", "Dense", "Identity", "LayerNorm", "NORMS",
     "Norm", "UnknownNormError", "WeightNormDense", "bln_inference_configurations",
     "finalize_epoch_statistics", "functional", "make_norm", "parse_bln_inference",
 ]

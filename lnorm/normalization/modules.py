@@ -248,6 +248,19 @@ def finalize_epoch_statistics(batch_stats: Any) -> Any:
   return out
 
 
+class Dense(nn.Dense):
+  """``flax.linen.Dense`` that can also hand out its kernel without being applied.
+
+  The fused LSTM recurrence (:mod:`lnorm.rnn.fused`) multiplies by W_h itself, so it
+  asks the cell's linear map for the matrix; :class:`WeightNormDense` answers the
+  same question with its normalized kernel.
+  """
+
+  def kernel_matrix(self) -> jax.Array:
+    """The ``[in, out]`` kernel (the module must have been initialised)."""
+    return jnp.asarray(self.get_variable("params", "kernel"))
+
+
 class WeightNormDense(nn.Module):
   """Dense layer with ``w = g v / ||v||`` per output unit (Salimans & Kingma 2016).
 
@@ -277,8 +290,7 @@ class WeightNormDense(nn.Module):
       g = self.param("scale", lambda _: initial_stats()[1])
     else:
       g = self.param("scale", nn.initializers.ones, (self.features,), jnp.float32)
-    w = F.weight_norm(v, g)
-    y = x @ w.astype(x.dtype)
+    y = x @ F.weight_norm(v, g).astype(x.dtype)
     if self.use_bias:
       if self.data_init:
         b = self.param("bias", lambda _: -initial_stats()[0] * initial_stats()[1])
@@ -287,3 +299,8 @@ class WeightNormDense(nn.Module):
       # Explicit broadcast: models run with jax_numpy_rank_promotion='raise' in tests.
       y = y + jax.lax.broadcast_to_rank(b.astype(y.dtype), y.ndim)
     return y
+
+  def kernel_matrix(self) -> jax.Array:
+    """``g v / ||v||``, the ``[in, out]`` kernel (after initialisation)."""
+    return F.weight_norm(jnp.asarray(self.get_variable("params", "kernel")),
+                         jnp.asarray(self.get_variable("params", "scale")))

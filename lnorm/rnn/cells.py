@@ -37,6 +37,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lnorm.rnn.fused import LSTMRecurrenceParams, lstm_recurrence
+
 ModuleFactory = Callable[..., nn.Module]
 Initializer = Callable[..., jax.Array]
 
@@ -94,14 +96,16 @@ def _dropout_masks(cell, input_shape, train: bool) -> DropoutMasks:
 def _apply_mask(x, mask, rate: float, train: bool, what: str):
   """``x * mask``; an error when the cell drops ``what`` in training but got no mask
   (a per-step draw would silently become a different kind of dropout)."""
-  if mask is None:
-    if train and rate > 0.0:
-      raise ValueError(
-          f"The cell drops {what} (rate {rate}) in training but was given no mask: draw "
-          "the masks once per sequence with cell.dropout_masks(...) and pass them to "
-          "every step, or run the cell through RecurrentLayer, which does.")
-    return x
-  return x * mask.astype(x.dtype)
+  _check_mask_given(mask, rate, train, what)
+  return x if mask is None else x * mask.astype(x.dtype)
+
+
+def _check_mask_given(mask, rate: float, train: bool, what: str) -> None:
+  if mask is None and train and rate > 0.0:
+    raise ValueError(
+        f"The cell drops {what} (rate {rate}) in training but was given no mask: draw "
+        "the masks once per sequence with cell.dropout_masks(...) and pass them to "
+        "every step, or run the cell through RecurrentLayer, which does.")
 
 
 def _time_steps(x: jax.Array) -> jax.Array:
@@ -165,10 +169,14 @@ class LSTMCell(nn.RNNCellBase):
 
     ``dropout_mask``: ``[B, I]``, the sequence's ``dropout_masks().inputs``.
     """
+    wx = self._normalized_input(x, train=train, mask=mask, dropout_mask=dropout_mask)
+    return wx + self.bias.astype(wx.dtype)[None, None, :]
+
+  def _normalized_input(self, x, *, train: bool, mask, dropout_mask):
+    """``N_x(W_x x)`` for all steps, without the bias."""
     _check_time_major(x, "LSTMCell")
     x = _apply_mask(x, _over_time(dropout_mask), self.dropout, train, "its inputs")
-    wx = self.input_norm(self.input_proj(x), train=train, step=_time_steps(x), mask=mask)
-    return wx + self.bias.astype(wx.dtype)[None, None, :]
+    return self.input_norm(self.input_proj(x), train=train, step=_time_steps(x), mask=mask)
 
   def __call__(self, carry, inputs, *, train: bool = False, recurrent_mask=None):
     """One step; ``recurrent_mask``: ``[B, H]``, the sequence's
@@ -181,6 +189,30 @@ class LSTMCell(nn.RNNCellBase):
     c = nn.sigmoid(f) * c + nn.sigmoid(i) * jnp.tanh(g)
     h = nn.sigmoid(o) * jnp.tanh(self.cell_norm(c, train=train, step=step, mask=mask))
     return (c, h), h
+
+  @property
+  def fusable(self) -> bool:
+    """Whether ``fused_scan`` can run this cell: true unless a recurrent normalizer
+    keeps per-step state (recurrent BN)."""
+    return self.hidden_norm.fusable and self.cell_norm.fusable
+
+  def fused_scan(self, carry, x, *, train: bool = False, mask=None,
+                 dropout: DropoutMasks = DropoutMasks(None, None), unroll: int = 1):
+    """``project`` and every step at once, through
+    :func:`lnorm.rnn.fused.lstm_recurrence`: the values and gradients of scanning
+    ``__call__``, computed faster.
+
+    ``x [T, B, I]`` is time-major, ``mask [T, B]`` marks the real steps (None: all),
+    ``dropout`` holds the sequence's masks. Returns ``(final carry, hs [T, B, H])``.
+    The parameters must exist (after init).
+    """
+    gates_x = self._normalized_input(x, train=train, mask=mask,
+                                     dropout_mask=dropout.inputs)
+    _check_mask_given(dropout.state, self.recurrent_dropout, train, "its state")
+    params = LSTMRecurrenceParams(self.hidden_proj.kernel_matrix(), self.bias,
+                                  self.hidden_norm.row_norm(), self.cell_norm.row_norm())
+    return lstm_recurrence(params, gates_x, carry, step_mask=mask,
+                           recurrent_mask=dropout.state, unroll=unroll)
 
   @nn.nowrap
   def initialize_carry(self, rng, input_shape):
@@ -220,6 +252,9 @@ class GRUCell(nn.RNNCellBase):
   carry_init: Initializer = nn.initializers.zeros
   dropout: float = 0.0  # Keras's dropout: on x, in training (see the module doc).
   recurrent_dropout: float = 0.0  # Keras's recurrent_dropout: on h before W_h, U.
+
+  #: No fused recurrence yet: RecurrentLayer scans ``__call__``.
+  fusable = False
 
   def setup(self):
     _check_rates(self)

@@ -9,6 +9,10 @@ functions of :mod:`lnorm.normalization.functional`.
 
 ``mask`` (``[B]`` or ``[T, B]``, true for real steps) keeps padded steps out of BN's
 batch statistics; LN's statistics are per example and need no mask.
+
+``fusable`` says whether the fused LSTM recurrence (:mod:`lnorm.rnn.fused`) can run
+the normalizer; if so, ``row_norm()`` gives its parameters in that recurrence's
+terms (None for the identity). Recurrent BN, with its per-step statistics, cannot.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from lnorm.normalization import functional as F
+from lnorm.rnn.fused import RowNorm
 
 Initializer = Callable[..., jax.Array]
 
@@ -27,10 +32,15 @@ Initializer = Callable[..., jax.Array]
 class StepIdentity(nn.Module):
   """The un-normalized variant: same signature, no computation."""
 
+  fusable = True
+
   @nn.compact
   def __call__(self, x, *, train: bool = False, step=None, mask=None):
     del train, step, mask
     return x
+
+  def row_norm(self) -> None:
+    return None
 
 
 class StepLayerNorm(nn.Module):
@@ -42,6 +52,8 @@ class StepLayerNorm(nn.Module):
   bias_init: Initializer = nn.initializers.zeros
   use_bias: bool = True
 
+  fusable = True
+
   @nn.compact
   def __call__(self, x, *, train: bool = False, step=None, mask=None):
     del train, step, mask
@@ -50,6 +62,13 @@ class StepLayerNorm(nn.Module):
     bias = (self.param("bias", self.bias_init, (features,), jnp.float32)
             if self.use_bias else None)
     return F.layer_norm(x, scale, bias, axes=-1, eps=self.eps)
+
+  def row_norm(self) -> RowNorm:
+    """The gain, bias and eps (after initialisation); no bias is a zero bias."""
+    scale = jnp.asarray(self.get_variable("params", "scale"))
+    bias = (jnp.asarray(self.get_variable("params", "bias")) if self.use_bias
+            else jnp.zeros_like(scale))
+    return RowNorm(scale, bias, self.eps)
 
 
 class StepBatchNorm(nn.Module):
@@ -71,6 +90,8 @@ class StepBatchNorm(nn.Module):
   scale_init: Initializer = nn.initializers.constant(0.1)
   bias_init: Initializer = nn.initializers.zeros
   use_bias: bool = True
+
+  fusable = False
 
   @nn.compact
   def __call__(self, x, *, train: bool, step, mask=None):

@@ -3,8 +3,10 @@
 :class:`RecurrentLayer` takes batch-major ``x [B, T, I]`` and ``lengths [B]`` and
 works time-major inside. Per layer and direction it calls the cell's ``project``
 once for all time steps (one matmul outside the recurrence) and scans only the
-recurrent half. Padded steps keep the previous state, so the scan's final carry is
-the state at each sequence's true length; padded outputs are zero. A cell with
+recurrent half: through the cell's own ``fused_scan`` when it has one (the LSTM
+without recurrent BN, :mod:`lnorm.rnn.fused`), else ``__call__`` under ``nn.scan``.
+Padded steps keep the previous state, so the scan's final carry is the state at
+each sequence's true length; padded outputs are zero. A cell with
 ``dropout``/``recurrent_dropout`` gets its two masks drawn once per sequence, here,
 outside the scan: every step reuses them.
 """
@@ -88,6 +90,10 @@ class RecurrentLayer(nn.Module):
       the inputs and states is the cell's (``make_lstm_cell(..., dropout=,
       recurrent_dropout=)``).
     unroll: time steps per scan iteration (``lax.scan(unroll=...)``).
+    fused: run a cell that offers it (``cell.fusable``: the LSTM with LN or no
+      recurrent normalizer) through its ``fused_scan``, whose hand-written backward
+      pass is faster than differentiating ``nn.scan``. False always scans
+      ``__call__``; both give the same values and gradients.
   """
 
   cell: Callable[..., nn.RNNCellBase]
@@ -98,6 +104,7 @@ class RecurrentLayer(nn.Module):
   num_layers: int = 1
   dropout: float = 0.0
   unroll: int = 1
+  fused: bool = True
 
   @nn.compact
   def __call__(self, x, lengths=None, *, train: bool = False,
@@ -138,26 +145,13 @@ class RecurrentLayer(nn.Module):
             h_tm[::-1] if backward else h_tm)
         carry = self._initial_carry(cell, name, inputs.shape[1:], initial_carry)
         dropout = cell.dropout_masks(inputs.shape[1:], train=train)
-        projected = cell.project(inputs, train=train, mask=mask_tm if padded else None,
-                                 dropout_mask=dropout.inputs)
-        step_mask = mask_tm if padded else jnp.ones((steps, batch), bool)
-        if self.is_initializing():
-          # Variables carried through the scan (recurrent BN statistics) must exist
-          # before it starts: create them with one step outside the loop.
-          cell(carry, (projected[0], jnp.int32(0), step_mask[0]), train=train,
-               recurrent_mask=dropout.state)
-        scan = nn.scan(
-            # The state mask is closed over: one per sequence, the same at every step.
-            lambda c, carry, xs: _scan_step(c, carry, xs, train=train,
-                                            keep_padded_state=padded,
-                                            recurrent_mask=dropout.state),
-            # Statistics being updated travel with the carry; read-only ones
-            # (inference) are broadcast like the parameters.
-            variable_broadcast=["params"] + ([] if stats_mutable else ["batch_stats"]),
-            variable_carry="batch_stats" if stats_mutable else False,
-            split_rngs={"params": False}, in_axes=0, out_axes=0, unroll=self.unroll)
-        carry, ys = scan(cell, carry,
-                         (projected, jnp.arange(steps, dtype=jnp.int32), step_mask))
+        if self.fused and cell.fusable and not self.is_initializing():
+          carry, ys = cell.fused_scan(carry, inputs, train=train,
+                                      mask=mask_tm if padded else None, dropout=dropout,
+                                      unroll=self.unroll)
+        else:
+          carry, ys = self._scan(cell, carry, inputs, mask_tm if padded else None,
+                                 dropout, train=train, stats_mutable=stats_mutable)
         if backward:
           ys = flip_sequences(ys, lengths) if padded else ys[::-1]
         outs.append(ys)
@@ -170,6 +164,32 @@ class RecurrentLayer(nn.Module):
     final_hidden = jnp.concatenate(
         [type(cell).output(c) for c in finals[-1]], axis=-1)
     return RNNOutput(jnp.swapaxes(h_tm, 0, 1), final_hidden, tuple(finals), mask)
+
+  def _scan(self, cell, carry, inputs, mask, dropout, *, train: bool,
+            stats_mutable: bool):
+    """``cell.project``, then ``cell.__call__`` step by step under ``nn.scan``: any
+    cell, any normalizer. ``mask [T, B]``: the real steps (None: all)."""
+    padded = mask is not None
+    projected = cell.project(inputs, train=train, mask=mask, dropout_mask=dropout.inputs)
+    steps, batch = projected.shape[:2]
+    step_mask = mask if padded else jnp.ones((steps, batch), bool)
+    if self.is_initializing():
+      # Variables carried through the scan (recurrent BN statistics) must exist
+      # before it starts: create them with one step outside the loop.
+      cell(carry, (projected[0], jnp.int32(0), step_mask[0]), train=train,
+           recurrent_mask=dropout.state)
+    recurrent_mask = dropout.state
+    scan = nn.scan(
+        # The state mask is closed over: one per sequence, the same at every step.
+        lambda c, carry, xs: _scan_step(c, carry, xs, train=train,
+                                        keep_padded_state=padded,
+                                        recurrent_mask=recurrent_mask),
+        # Statistics being updated travel with the carry; read-only ones
+        # (inference) are broadcast like the parameters.
+        variable_broadcast=["params"] + ([] if stats_mutable else ["batch_stats"]),
+        variable_carry="batch_stats" if stats_mutable else False,
+        split_rngs={"params": False}, in_axes=0, out_axes=0, unroll=self.unroll)
+    return scan(cell, carry, (projected, jnp.arange(steps, dtype=jnp.int32), step_mask))
 
   def _initial_carry(self, cell, name, input_shape, given):
     if given is not None:

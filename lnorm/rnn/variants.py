@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import flax.linen as nn
 
-from lnorm.normalization import WeightNormDense
+from lnorm.normalization import Dense, WeightNormDense
 from lnorm.rnn.cells import CellNorms, CellFactory, GRUCell, LSTMCell, bind_norms
 from lnorm.rnn.norms import StepBatchNorm, StepIdentity, StepLayerNorm
 
@@ -46,13 +46,13 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 # Recurrent BN: W_h h and W_x x get gains only (the shared gate bias b shifts both,
 # Cooijmans et al. set their betas to 0); c gets a gain and a bias.
 LSTM_VARIANTS: dict[str, Callable[[dict], CellNorms]] = {
-    "none": lambda o: CellNorms("none", nn.Dense, StepIdentity, StepIdentity,
+    "none": lambda o: CellNorms("none", Dense, StepIdentity, StepIdentity,
                                 StepIdentity),
-    "ln": lambda o: CellNorms("ln", nn.Dense, _ln(o), _ln(o), _ln(o),
+    "ln": lambda o: CellNorms("ln", Dense, _ln(o), _ln(o), _ln(o),
                               input_norm_has_bias=True),
-    "ln_cell": lambda o: CellNorms("ln_cell", nn.Dense, StepIdentity, StepIdentity,
+    "ln_cell": lambda o: CellNorms("ln_cell", Dense, StepIdentity, StepIdentity,
                                    _ln(o)),
-    "bn": lambda o: CellNorms("bn", nn.Dense, _bn(o, False), _bn(o, False),
+    "bn": lambda o: CellNorms("bn", Dense, _bn(o, False), _bn(o, False),
                               _bn(o, True)),
     "wn": lambda o: CellNorms("wn", _wn_dense(o), StepIdentity, StepIdentity,
                               StepIdentity),

@@ -1,0 +1,103 @@
+"""The fused LSTM recurrence (lnorm.rnn.fused) against the nn.scan of the same cell.
+
+tests/test_rnn_cells.py checks every variant against NumPy loops, which for the LSTM
+without recurrent BN now runs the fused path. Here the two paths of RecurrentLayer
+are compared with each other where the NumPy tests do not reach: initial carries
+that receive gradients, dropout masks, several layers and directions, unrolling.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lnorm.rnn import RecurrentLayer, make_gru_cell, make_lstm_cell
+from tests.test_rnn_cells import B, H, LENGTHS, T, inputs
+
+pytestmark = pytest.mark.usefixtures("precise_jax")
+
+FUSABLE = ("none", "ln", "ln_cell", "wn")
+
+
+def _perturbed(params, seed):
+  """Every parameter moved off its (symmetric) initial value."""
+  leaves, treedef = jax.tree.flatten(params)
+  keys = jax.random.split(jax.random.key(seed), len(leaves))
+  return jax.tree.unflatten(
+      treedef, [p + 0.3 * jax.random.normal(k, p.shape) for p, k in zip(leaves, keys)])
+
+
+def _both_paths(variant, **layer_options):
+  cell = make_lstm_cell(variant, dropout=0.2, recurrent_dropout=0.3, forget_bias=1.0)
+  return (RecurrentLayer(cell, H, fused=True, **layer_options),
+          RecurrentLayer(cell, H, fused=False, **layer_options))
+
+
+def _outputs_and_grads(layer, params, x, lengths, carry):
+  w = jnp.asarray(np.random.default_rng(5).standard_normal((B, T, H)), jnp.float32)
+
+  def loss(params, x, carry):
+    out = layer.apply({"params": params}, x, lengths, train=True, initial_carry=carry,
+                      rngs={"dropout": jax.random.key(7)})
+    final_c, final_h = out.final_carries[0][0]
+    return (jnp.sum(out.outputs * w) + jnp.sum(jnp.sin(final_c)) + jnp.sum(final_h ** 2),
+            out)
+
+  (_, out), grads = jax.value_and_grad(loss, argnums=(0, 1, 2), has_aux=True)(
+      params, x, carry)
+  return out, grads
+
+
+@pytest.mark.parametrize("variant", FUSABLE)
+@pytest.mark.parametrize("padded", [False, True])
+def test_fused_equals_scan_in_values_and_gradients(variant, padded):
+  fused, scanned = _both_paths(variant)
+  x = jnp.asarray(inputs(21))
+  lengths = LENGTHS if padded else None
+  params = _perturbed(fused.init(jax.random.key(0), x, lengths)["params"], 1)
+  rng = np.random.default_rng(22)
+  carry = tuple(jnp.asarray(rng.standard_normal((B, H)), jnp.float32) for _ in range(2))
+  out_f, grads_f = _outputs_and_grads(fused, params, x, lengths, carry)
+  out_s, grads_s = _outputs_and_grads(scanned, params, x, lengths, carry)
+  for got, want in zip(jax.tree.leaves(out_f), jax.tree.leaves(out_s)):
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+  assert jax.tree.structure(grads_f) == jax.tree.structure(grads_s)
+  for got, want in zip(jax.tree.leaves(grads_f), jax.tree.leaves(grads_s)):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_fused_equals_scan_stacked_bidirectional_unrolled():
+  options = dict(num_layers=2, bidirectional=True, learned_init=True, unroll=3)
+  fused, scanned = _both_paths("ln", **options)
+  x = jnp.asarray(inputs(23))
+  params = _perturbed(fused.init(jax.random.key(0), x, LENGTHS)["params"], 2)
+
+  def loss(layer, params):
+    out = layer.apply({"params": params}, x, LENGTHS, train=True,
+                      rngs={"dropout": jax.random.key(3)})
+    return jnp.sum(out.outputs ** 2) + jnp.sum(out.final_hidden), out.outputs
+
+  (_, y_f), g_f = jax.value_and_grad(lambda p: loss(fused, p), has_aux=True)(params)
+  (_, y_s), g_s = jax.value_and_grad(lambda p: loss(scanned, p), has_aux=True)(params)
+  np.testing.assert_allclose(y_f, y_s, rtol=1e-5, atol=1e-6)
+  for got, want in zip(jax.tree.leaves(g_f), jax.tree.leaves(g_s)):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+  # The learned initial states are among the parameters that received gradients.
+  assert float(jnp.max(jnp.abs(g_f["layer_1_bwd_init_0"]))) > 0
+
+
+def test_only_the_lstm_without_recurrent_bn_is_fused():
+  x = jnp.asarray(inputs(24))
+
+  def fusable(cell_factory):
+    layer = RecurrentLayer(cell_factory, H)
+    variables = layer.init(jax.random.key(0), x)
+    cell = cell_factory(H, name="layer_0").bind(
+        {"params": variables["params"]["layer_0"]})
+    return cell.fusable
+
+  assert all(fusable(make_lstm_cell(v)) for v in FUSABLE)
+  assert not fusable(make_lstm_cell("bn"))
+  assert not fusable(make_gru_cell("ln"))
