@@ -72,12 +72,16 @@ class NaiveLNLSTMCell(nn.RNNCellBase):
 def jax_models(hidden: int, unroll: int = 1, naive: bool = True) -> dict:
   """The jax rows: name -> (flax module, ``apply(variables, x)`` returning h [B, T, H]).
 
-  ``unroll`` is our layer's scan unroll; ``naive`` adds the naive flax LN-LSTM row.
+  ``lstm`` and ``ln_lstm`` are our layer as the experiments run it (the fused
+  recurrence of lnorm.rnn.fused); ``*_scan`` the same layer scanning the cell step by
+  step (``fused=False``), as every cell with recurrent BN runs. ``unroll`` is our
+  layer's scan unroll; ``naive`` adds the naive flax LN-LSTM row.
   """
   models = {}
-  for name, variant in (("lstm", "none"), ("ln_lstm", "ln")):
-    layer = RecurrentLayer(make_lstm_cell(variant), hidden, unroll=unroll)
-    models[name] = (layer, lambda v, x, layer=layer: layer.apply(v, x).outputs)
+  for suffix, fused in (("", True), ("_scan", False)):
+    for name, variant in (("lstm", "none"), ("ln_lstm", "ln")):
+      layer = RecurrentLayer(make_lstm_cell(variant), hidden, unroll=unroll, fused=fused)
+      models[name + suffix] = (layer, lambda v, x, layer=layer: layer.apply(v, x).outputs)
   models["flax_optimized_lstm"] = (nn.RNN(nn.OptimizedLSTMCell(hidden)), None)
   if naive:
     models["naive_flax_ln_lstm"] = (nn.RNN(NaiveLNLSTMCell(hidden)), None)
@@ -228,9 +232,11 @@ def main(argv=None):
 
   print("ratios of medians (PyTorch rows: the faster thread count, " + ", ".join(
       f"{k}: {v[2]}" for k, v in rows.items() if k.startswith("torch")) + ")")
-  ratios = [("ln_lstm", "torch_eager_ln_lstm"), ("lstm", "flax_optimized_lstm"),
-            ("ln_lstm", "lstm"), ("flax_optimized_lstm", "torch_lstm"),
-            ("lstm", "torch_lstm"), ("naive_flax_ln_lstm", "torch_eager_ln_lstm")]
+  ratios = [("ln_lstm", "naive_flax_ln_lstm"), ("ln_lstm", "torch_eager_ln_lstm"),
+            ("ln_lstm", "lstm"), ("lstm", "torch_lstm"), ("lstm", "flax_optimized_lstm"),
+            ("lstm", "lstm_scan"), ("ln_lstm", "ln_lstm_scan"),
+            ("flax_optimized_lstm", "torch_lstm"),
+            ("naive_flax_ln_lstm", "torch_eager_ln_lstm")]
   # The numerator and denominator name the timed rows (with the thread count for
   # PyTorch), so that each value is the ratio of two of the record's rows.
   ratio_records = [{"name": f"{a} / {b}", "numerator": rows[a][2], "denominator": rows[b][2],

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # scripts/ is not a package
 import bench_rnn  # noqa: E402  (the models and train step that bench_rnn.py times)
 
-ROWS = ("lstm", "ln_lstm", "naive_flax_ln_lstm")
+ROWS = ("lstm", "ln_lstm", "lstm_scan", "ln_lstm_scan", "naive_flax_ln_lstm")
 
 #: Instructions that name or regroup buffers without running a kernel.
 _BOOKKEEPING = {"parameter", "get-tuple-element", "tuple", "constant", "bitcast"}
@@ -120,18 +120,21 @@ def _walk(computations, names, seen=None):
 def recurrence_loops(computations, entry):
   """(forward while, backward while, other while loops) of the program.
 
-  The loops over time are jax's ``jvp(<Module>)/while`` and its transpose; any other
-  loop (lnorm's blocked LN, for instance) is returned with the others.
+  The loops over time are jax's ``jvp(<Module>)/while`` (``nn.scan``) or
+  ``jvp(<Module>)/<layer>.fused_scan/while`` (lnorm's fused LSTM) and their
+  transposes; any other loop (lnorm's blocked LN, for instance) is returned with the
+  others.
   """
   forward = backward = None
   others = []
+  fused = r"(/[\w.]+\.fused_scan)?"
   for _, ins in _walk(computations, [entry]):
     if ins.opcode != "while":
       continue
     path = re.sub(r"^jit\([^)]*\)/", "", ins.op_name)
-    if re.fullmatch(r"jvp\([^)/]*\)/while", path):
+    if re.fullmatch(r"jvp\([^)/]*\)" + fused + "/while", path):
       forward = ins
-    elif re.fullmatch(r"transpose\(jvp\([^)/]*\)\)/while", path):
+    elif re.fullmatch(r"transpose\(jvp\([^)/]*\)\)" + fused + "/while", path):
       backward = ins
     else:
       others.append(ins)

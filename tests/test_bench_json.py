@@ -91,13 +91,13 @@ def test_bench_rnn_json_holds_the_printed_rows_and_ratios(tmp_path, capsys):
            "" if row["compile_s"] is None else f"{row['compile_s']:.2f}")
           for row in record["rows"]] == printed_rows
   names = [row["name"] for row in record["rows"]]
-  assert names[:3] == ["lstm", "ln_lstm", "flax_optimized_lstm"]
+  assert names[:5] == ["lstm", "ln_lstm", "lstm_scan", "ln_lstm_scan", "flax_optimized_lstm"]
   assert "naive_flax_ln_lstm" not in names
   for row in record["rows"]:
     assert 0 < row["min_ms"] <= row["median_ms"]
     # The jitted rows report their compile time, the eager PyTorch rows none.
     assert (row["compile_s"] is None) == row["name"].startswith("torch")
   printed_ratios = re.findall(r"^(\S+) / (\S+): ([\d.]+)x$", text, re.MULTILINE)
-  # Without torch two ratios remain; with it, all six.
-  assert len(printed_ratios) == (6 if "torch_lstm@1" in names else 2)
+  # Without the naive row four ratios remain, and three more with torch.
+  assert len(printed_ratios) == (7 if "torch_lstm@1" in names else 4)
   _check_ratios(record, printed_ratios)
