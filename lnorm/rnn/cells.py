@@ -169,14 +169,15 @@ class LSTMCell(nn.RNNCellBase):
 
     ``dropout_mask``: ``[B, I]``, the sequence's ``dropout_masks().inputs``.
     """
-    wx = self._normalized_input(x, train=train, mask=mask, dropout_mask=dropout_mask)
+    wx = self.input_norm(self._input_projection(x, train=train, dropout_mask=dropout_mask),
+                         train=train, step=_time_steps(x), mask=mask)
     return wx + self.bias.astype(wx.dtype)[None, None, :]
 
-  def _normalized_input(self, x, *, train: bool, mask, dropout_mask):
-    """``N_x(W_x x)`` for all steps, without the bias."""
+  def _input_projection(self, x, *, train: bool, dropout_mask):
+    """``W_x x`` for all steps (x dropped out first in training)."""
     _check_time_major(x, "LSTMCell")
     x = _apply_mask(x, _over_time(dropout_mask), self.dropout, train, "its inputs")
-    return self.input_norm(self.input_proj(x), train=train, step=_time_steps(x), mask=mask)
+    return self.input_proj(x)
 
   def __call__(self, carry, inputs, *, train: bool = False, recurrent_mask=None):
     """One step; ``recurrent_mask``: ``[B, H]``, the sequence's
@@ -192,9 +193,9 @@ class LSTMCell(nn.RNNCellBase):
 
   @property
   def fusable(self) -> bool:
-    """Whether ``fused_scan`` can run this cell: true unless a recurrent normalizer
-    keeps per-step state (recurrent BN)."""
-    return self.hidden_norm.fusable and self.cell_norm.fusable
+    """Whether ``fused_scan`` can run this cell: true unless a normalizer keeps
+    per-step state (recurrent BN)."""
+    return all(n.fusable for n in (self.input_norm, self.hidden_norm, self.cell_norm))
 
   def fused_scan(self, carry, x, *, train: bool = False, mask=None,
                  dropout: DropoutMasks = DropoutMasks(None, None), unroll: int = 1):
@@ -206,11 +207,11 @@ class LSTMCell(nn.RNNCellBase):
     ``dropout`` holds the sequence's masks. Returns ``(final carry, hs [T, B, H])``.
     The parameters must exist (after init).
     """
-    gates_x = self._normalized_input(x, train=train, mask=mask,
-                                     dropout_mask=dropout.inputs)
+    gates_x = self._input_projection(x, train=train, dropout_mask=dropout.inputs)
     _check_mask_given(dropout.state, self.recurrent_dropout, train, "its state")
-    params = LSTMRecurrenceParams(self.hidden_proj.kernel_matrix(), self.bias,
-                                  self.hidden_norm.row_norm(), self.cell_norm.row_norm())
+    params = LSTMRecurrenceParams(
+        self.hidden_proj.kernel_matrix(), self.bias, self.input_norm.row_norm(),
+        self.hidden_norm.row_norm(), self.cell_norm.row_norm())
     return lstm_recurrence(params, gates_x, carry, step_mask=mask,
                            recurrent_mask=dropout.state, unroll=unroll)
 

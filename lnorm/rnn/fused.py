@@ -46,10 +46,11 @@ class RowNorm:
 
 
 class LSTMRecurrenceParams(NamedTuple):
-  """What the recurrence differentiates: W_h, b and the two recurrent LNs (None: none)."""
+  """What the recurrence differentiates: W_h, b and the three LNs (None: none)."""
 
   hidden_kernel: jax.Array  # [H, 4H]
   gate_bias: jax.Array  # [4H], b: added to every step's gates
+  input_norm: RowNorm | None  # on W_x x, over all 4H gates
   hidden_norm: RowNorm | None  # on W_h h, over all 4H gates
   cell_norm: RowNorm | None  # on c, before its tanh
 
@@ -59,8 +60,8 @@ def lstm_recurrence(params: LSTMRecurrenceParams, gates_x: jax.Array, carry, *,
                     recurrent_mask: jax.Array | None = None, unroll: int = 1):
   """Runs the LSTM over time-major ``gates_x [T, B, 4H]`` from ``carry = (c, h)``.
 
-  ``gates_x`` is the normalized input projection ``N_x(W_x x)`` without the gate bias,
-  which is ``params.gate_bias``.
+  ``gates_x`` is the input projection ``W_x x``, before its normalizer
+  (``params.input_norm``) and the gate bias (``params.gate_bias``).
 
   ``step_mask [T, B]`` (true at real steps) keeps the state through padded steps;
   ``recurrent_mask [B, H]`` multiplies h before W_h at every step (the per-sequence
@@ -85,12 +86,17 @@ def _gate(a: jax.Array, t, k: int, width: int) -> jax.Array:
   return jax.lax.dynamic_slice(a, start, (1, a.shape[1], width))[0]
 
 
+def _row_statistics(x, eps):
+  """Per-row mean and 1/std of ``x [B, F]``, two passes."""
+  mean = jnp.mean(x, axis=-1, keepdims=True)
+  var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+  return mean, jax.lax.rsqrt(var + eps)
+
+
 def _row_norm_forward(x, norm: RowNorm):
   """(output, normalized x, 1/std), statistics in float32 with two passes."""
-  mean = jnp.mean(x, axis=-1, keepdims=True)
-  centred = x - mean
-  rstd = jax.lax.rsqrt(jnp.mean(jnp.square(centred), axis=-1, keepdims=True) + norm.eps)
-  xhat = centred * rstd
+  mean, rstd = _row_statistics(x, norm.eps)
+  xhat = (x - mean) * rstd
   return xhat * norm.scale[None] + norm.bias[None], xhat, rstd
 
 
@@ -102,8 +108,23 @@ def _row_norm_backward(dy, xhat, rstd, scale):
   return rstd * (dxhat - c1 - xhat * c2)
 
 
+def _gain_and_bias_gradients(dy, xhat, eps) -> RowNorm:
+  """The gradients of an LN's gain and bias, summed over all steps and examples."""
+  rows = lambda a: a.reshape(-1, a.shape[-1])
+  return RowNorm(jnp.sum(rows(dy * xhat), axis=0), jnp.sum(rows(dy), axis=0), eps)
+
+
 def _select(mask_t, new, old):
   return new if mask_t is None else jnp.where(mask_t[:, None], new, old)
+
+
+def _split_params(params: LSTMRecurrenceParams):
+  """Per gate (f, i, o, g): the bias plus the input LN's bias, and the LN's gain."""
+  per_gate = lambda v: [part[None] for part in jnp.split(v, 4)]
+  if params.input_norm is None:
+    return per_gate(params.gate_bias), None
+  return (per_gate(params.gate_bias + params.input_norm.bias),
+          per_gate(params.input_norm.scale))
 
 
 def _forward(unroll: int, params: LSTMRecurrenceParams, gates_x, carry, step_mask,
@@ -112,7 +133,7 @@ def _forward(unroll: int, params: LSTMRecurrenceParams, gates_x, carry, step_mas
   c0, h0 = carry
   width = c0.shape[-1]
   w = params.hidden_kernel
-  bias = [b[None] for b in jnp.split(params.gate_bias, 4)]
+  bias, input_gain = _split_params(params)
 
   def step(carry, t):
     c_prev, h_prev = carry
@@ -125,7 +146,13 @@ def _forward(unroll: int, params: LSTMRecurrenceParams, gates_x, carry, step_mas
     # z is [B, 4H] and computed in this step, so slicing it is cheap; gates_x is
     # read gate by gate (module docstring).
     z_gates = jnp.split(z, 4, axis=-1)
-    pre = [z_gates[k] + _gate(gates_x, t, k, width) + bias[k] for k in range(4)]
+    x_gates = [_gate(gates_x, t, k, width) for k in range(4)]
+    if params.input_norm is not None:
+      # The statistics of the whole row; the normalization gate by gate.
+      x_mean, x_rstd = _row_statistics(gates_x[t], params.input_norm.eps)
+      saved.update(x_mean=x_mean, x_rstd=x_rstd)
+      x_gates = [(x - x_mean) * (x_rstd * gain) for x, gain in zip(x_gates, input_gain)]
+    pre = [z_gates[k] + x_gates[k] + bias[k] for k in range(4)]
     f, i, o = (jax.nn.sigmoid(a) for a in pre[:3])
     g = jnp.tanh(pre[3])
     c = f * c_prev + i * g
@@ -144,8 +171,13 @@ def _forward(unroll: int, params: LSTMRecurrenceParams, gates_x, carry, step_mas
   return final, saved
 
 
-def _backward(unroll: int, params: LSTMRecurrenceParams, step_mask, recurrent_mask,
-              saved, d_final, d_hs):
+def _input_xhat(gates_x, saved):
+  """The input LN's normalized values, recomputed rather than stored."""
+  return (gates_x - saved["x_mean"]) * saved["x_rstd"]
+
+
+def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, step_mask,
+              recurrent_mask, saved, d_final, d_hs):
   width = d_final[0].shape[-1]
   w_t = params.hidden_kernel.T  # Transposed once, not at every step.
   acts = saved["acts"]
@@ -173,6 +205,10 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, step_mask, recurrent_ma
                           dh * tanh_c * o * (1.0 - o),
                           dc * i * (1.0 - g * g)], axis=-1)
     out["d_gates"] = da
+    if params.input_norm is not None:
+      x_saved = {k: saved[k][t] for k in ("x_mean", "x_rstd")}
+      out["d_gates_x"] = _row_norm_backward(da, _input_xhat(gates_x[t], x_saved),
+                                            x_saved["x_rstd"], params.input_norm.scale)
     dz = da
     if params.hidden_norm is not None:
       dz = _row_norm_backward(da, saved["zhat"][t], saved["z_rstd"][t],
@@ -189,23 +225,20 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, step_mask, recurrent_ma
   steps = jnp.arange(acts.shape[0])
   d_carry0, out = jax.lax.scan(step, d_final, steps, reverse=True, unroll=unroll)
   d_gates = out["d_gates"]
-  dz = out.get("dz", d_gates)
 
   # The parameter gradients, each one contraction over all steps and examples.
   rows = lambda a: a.reshape(-1, a.shape[-1])
-  column_sum = lambda a: jnp.sum(rows(a), axis=0)
-  d_kernel = jnp.dot(rows(saved["h_in"]).T, rows(dz), preferred_element_type=jnp.float32)
-  d_hidden_norm = d_cell_norm = None
-  if params.hidden_norm is not None:
-    d_hidden_norm = RowNorm(column_sum(d_gates * saved["zhat"]), column_sum(d_gates),
-                            params.hidden_norm.eps)
-  if params.cell_norm is not None:
-    d_cell = out["d_cell_norm"]
-    d_cell_norm = RowNorm(column_sum(d_cell * saved["chat"]), column_sum(d_cell),
-                          params.cell_norm.eps)
-  d_params = LSTMRecurrenceParams(d_kernel, column_sum(d_gates), d_hidden_norm,
-                                  d_cell_norm)
-  return d_params, d_gates, d_carry0
+  d_kernel = jnp.dot(rows(saved["h_in"]).T, rows(out.get("dz", d_gates)),
+                     preferred_element_type=jnp.float32)
+  d_norms = {}
+  for name, xhat, dy in (
+      ("input_norm", lambda: _input_xhat(gates_x, saved), d_gates),
+      ("hidden_norm", lambda: saved["zhat"], d_gates),
+      ("cell_norm", lambda: saved["chat"], out.get("d_cell_norm"))):
+    norm = getattr(params, name)
+    d_norms[name] = None if norm is None else _gain_and_bias_gradients(dy, xhat(), norm.eps)
+  d_params = LSTMRecurrenceParams(d_kernel, jnp.sum(rows(d_gates), axis=0), **d_norms)
+  return d_params, out.get("d_gates_x", d_gates), d_carry0
 
 
 # --- The custom VJP -------------------------------------------------------------------
@@ -219,16 +252,18 @@ def _recurrence(unroll, params, gates_x, carry, step_mask, recurrent_mask):
 
 def _recurrence_fwd(unroll, params, gates_x, carry, step_mask, recurrent_mask):
   final, saved = _forward(unroll, params, gates_x, carry, step_mask, recurrent_mask)
-  residuals = (params, step_mask, recurrent_mask, saved)
+  # gates_x only for the input LN, whose normalized values are recomputed from it.
+  kept_gates_x = gates_x if params.input_norm is not None else None
+  residuals = (params, kept_gates_x, step_mask, recurrent_mask, saved)
   return (final, saved["h"]), residuals
 
 
 def _recurrence_bwd(unroll, residuals, cotangents):
-  params, step_mask, recurrent_mask, saved = residuals
+  params, gates_x, step_mask, recurrent_mask, saved = residuals
   d_final, d_hs = cotangents
-  d_params, d_gates, d_carry = _backward(unroll, params, step_mask, recurrent_mask,
-                                         saved, d_final, d_hs)
-  return d_params, d_gates, d_carry, None, None
+  d_params, d_gates_x, d_carry = _backward(unroll, params, gates_x, step_mask,
+                                           recurrent_mask, saved, d_final, d_hs)
+  return d_params, d_gates_x, d_carry, None, None
 
 
 _recurrence.defvjp(_recurrence_fwd, _recurrence_bwd)
