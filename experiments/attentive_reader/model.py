@@ -30,7 +30,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lnorm.normalization import Identity
+from lnorm.normalization import Dense, Identity
 from lnorm.rnn import RecurrentLayer, masked_mean
 
 #: Logit given to masked (padded) attention positions and to non-candidate answers.
@@ -84,20 +84,20 @@ class AttentiveReader(nn.Module):
     self.question_rnn = RecurrentLayer(self.cell, self.hidden_size, learned_init=True,
                                        name="question_lstm")
     # W_d carries the attention bias; with a biased normalizer the norm's bias does.
-    self.att_passage = nn.Dense(self.attention_size, name="att_passage")
-    self.att_question = nn.Dense(self.attention_size, use_bias=False, name="att_question")
+    self.att_passage = Dense(self.attention_size, name="att_passage")
+    self.att_question = Dense(self.attention_size, use_bias=False, name="att_question")
     self.att_passage_norm = self.ff_norm(name="att_passage_norm")
     self.att_question_norm = self.ff_norm(name="att_question_norm")
     if self.bilinear:
-      self.att_bilinear = nn.Dense(self.hidden_size, use_bias=False, name="att_bilinear")
-    self.att_score = nn.Dense(1, use_bias=False, name="att_score")
-    self.out_context = nn.Dense(self.readout_size, use_bias=False, name="out_context")
-    self.out_question = nn.Dense(self.readout_size, name="out_question")
-    self.out_mean = nn.Dense(self.readout_size, use_bias=False, name="out_mean")
+      self.att_bilinear = Dense(self.hidden_size, use_bias=False, name="att_bilinear")
+    self.att_score = Dense(1, use_bias=False, name="att_score")
+    self.out_context = Dense(self.readout_size, use_bias=False, name="out_context")
+    self.out_question = Dense(self.readout_size, name="out_question")
+    self.out_mean = Dense(self.readout_size, use_bias=False, name="out_mean")
     self.out_norms = [self.ff_norm(name=f"out_{n}_norm")
                       for n in ("context", "question", "mean")]
     self.drop = nn.Dropout(self.dropout)
-    self.logit = nn.Dense(self.num_entities, name="logit")
+    self.logit = Dense(self.num_entities, name="logit")
 
   def attention(self, d, mask, q, *, train: bool):
     """``alpha [B, T]`` over the passage states ``d [B, T, H]`` (zero at padding)."""

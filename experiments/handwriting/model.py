@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 
 from lnorm import mdn
+from lnorm.normalization import Dense
 from lnorm.rnn import RecurrentLayer, sequence_mask
 
 
@@ -65,7 +66,7 @@ class WindowedLSTM(nn.Module):
 
   def setup(self):
     self.lstm = self.cell(self.hidden_size, name="lstm")
-    self.window = nn.Dense(3 * self.num_gaussians, bias_init=self._window_bias, name="window")
+    self.window = Dense(3 * self.num_gaussians, bias_init=self._window_bias, name="window")
 
   def _window_bias(self, key, shape, dtype=jnp.float32):
     del key
@@ -133,7 +134,7 @@ class HandwritingSynthesis(nn.Module):
       layer = RecurrentLayer(self.cell, self.hidden_size, unroll=self.unroll, name=f"layer_{n}")
       h = layer(jnp.concatenate([inputs, window, h], -1), length, train=train).outputs
       hidden.append(h)
-    mixture = nn.Dense(mdn.num_outputs(self.num_components), name="mixture")(
+    mixture = Dense(mdn.num_outputs(self.num_components), name="mixture")(
         jnp.concatenate(hidden, -1))
     return {"mixture": mixture, "phi": jnp.swapaxes(phi_tm, 0, 1)}
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from experiments.handwriting.model import HandwritingSynthesis, WindowedLSTM
 from lnorm import mdn
+from lnorm.normalization import Dense
 
 
 def _lstm_step(cell: nn.Module, params, carry, x):
@@ -39,7 +40,7 @@ def make_generator(model: HandwritingSynthesis, max_steps: int) -> Callable:
   discarded."""
   layer1 = WindowedLSTM(model.cell, model.hidden_size, model.num_gaussians)
   upper = model.cell(model.hidden_size)
-  output = nn.Dense(mdn.num_outputs(model.num_components))
+  output = Dense(mdn.num_outputs(model.num_components))
 
   @jax.jit
   def generate(params, text, key, bias):

@@ -22,6 +22,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from lnorm.models.initializers import symmetric_uniform
+from lnorm.normalization import Dense
 from lnorm.rnn import RecurrentLayer
 
 PREVIOUS, CURRENT, NEXT = 0, 1, 2
@@ -47,7 +48,7 @@ class SkipThoughts(nn.Module):
     self.encoder = RecurrentLayer(self.cell, self.hidden_size, name="encoder")
     self.decoders = [RecurrentLayer(self.cell, self.hidden_size, name=f"decoder_{which}")
                      for which in ("previous", "next")]
-    self.output = nn.Dense(self.vocab_size, name="output")
+    self.output = Dense(self.vocab_size, name="output")
 
   def encode(self, tokens, lengths, *, train: bool = False):
     """The skip-thought vector of each sentence: the encoder's state at its end."""

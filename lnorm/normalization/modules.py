@@ -249,12 +249,24 @@ def finalize_epoch_statistics(batch_stats: Any) -> Any:
 
 
 class Dense(nn.Dense):
-  """``flax.linen.Dense`` that can also hand out its kernel without being applied.
+  """``flax.linen.Dense`` that multiplies rows, and can hand out its kernel.
+
+  Inputs with several leading axes (``[T, B, I]``) are flattened to rows first: the
+  result is the same, but the gradient of the kernel is then a plain ``xᵀ dy`` over
+  rows, where differentiating the 3-D product makes XLA:CPU transpose ``dy`` and run
+  a matmul twice as slow (measured: 18.6 against 5.8 ms for the handwriting LSTM's
+  input projection, docs/performance.md).
 
   The fused LSTM recurrence (:mod:`lnorm.rnn.fused`) multiplies by W_h itself, so it
   asks the cell's linear map for the matrix; :class:`WeightNormDense` answers the
   same question with its normalized kernel.
   """
+
+  def __call__(self, inputs: jax.Array) -> jax.Array:
+    if inputs.ndim <= 2:
+      return super().__call__(inputs)
+    rows = inputs.reshape(-1, inputs.shape[-1])
+    return super().__call__(rows).reshape(inputs.shape[:-1] + (self.features,))
 
   def kernel_matrix(self) -> jax.Array:
     """The ``[in, out]`` kernel (the module must have been initialised)."""
