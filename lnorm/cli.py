@@ -13,6 +13,7 @@ import importlib.util
 import logging
 import sys
 
+from lnorm import host_memory
 from lnorm.errors import UserError
 
 #: command -> (module, help). Each module has ``add_arguments(parser)`` and
@@ -60,6 +61,8 @@ def _chosen_command(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
   from lnorm import config as config_lib  # pylint: disable=g-import-not-at-top
+  # Before any JAX computation starts the CPU client's threads (see the module).
+  host_memory.keep_freed_memory()
   argv = list(sys.argv[1:] if argv is None else argv)
   try:
     rest, overrides = config_lib.split_config_overrides(argv)

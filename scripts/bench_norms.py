@@ -29,6 +29,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lnorm import host_memory
 from lnorm.normalization import functional as F
 from lnorm.training import benchmark
 
@@ -133,6 +134,7 @@ def main(argv=None) -> int:
   parser.add_argument("--seed", type=int, default=0)
   benchmark.add_json_flag(parser)
   args = parser.parse_args(argv)
+  host_memory.keep_freed_memory()  # As `lnorm train` runs (LNORM_KEEP_FREED_MEMORY=0: not).
   print(f"backend={jax.default_backend()} devices={jax.devices()} shape={tuple(args.shape)}"
         f" float32, fwd+bwd (grads wrt input and params), median of {args.repeats}")
   ms = run(tuple(args.shape), args.repeats, args.seed)

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lnorm import host_memory
 from lnorm.rnn import RecurrentLayer, make_lstm_cell
 from lnorm.training import benchmark
 
@@ -203,6 +204,7 @@ def main(argv=None):
                       help="skip the naive flax LN-LSTM row")
   benchmark.add_json_flag(parser)
   args = parser.parse_args(argv)
+  host_memory.keep_freed_memory()  # As `lnorm train` runs (LNORM_KEEP_FREED_MEMORY=0: not).
 
   x_np = random_inputs(args)
   x = jnp.asarray(x_np)

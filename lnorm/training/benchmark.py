@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from lnorm import config as config_lib
+from lnorm import host_memory
 from lnorm.training.loop import TrainState, make_train_step
 from lnorm.training.optim import make_optimizer
 from lnorm.training.task import Task
@@ -64,6 +65,7 @@ def parse_args(description: str, default_config: str,
                argv: Sequence[str] | None = None,
                ) -> tuple[argparse.Namespace, ml_collections.ConfigDict]:
   """The flags every benchmark script shares, plus ``--config.x=y`` overrides."""
+  host_memory.keep_freed_memory()  # As `lnorm train` runs.
   parser = argparse.ArgumentParser(description=description)
   parser.add_argument("--config", default=default_config)
   parser.add_argument("--steps", type=int, default=5, help="Timed training steps.")
@@ -159,6 +161,8 @@ def machine_record() -> dict[str, Any]:
       "jax_devices": [str(d) for d in jax.devices()],
       # XLA's CPU threading flags change the timings as much as the core count does.
       "xla_flags": os.environ.get("XLA_FLAGS"),
+      # Whether freed host memory was kept (lnorm.host_memory): page faults otherwise.
+      "keeps_freed_host_memory": host_memory.applied(),
       "versions": {"python": platform.python_version(),
                    **{name: _version(name)
                       for name in ("jax", "jaxlib", "flax", "numpy", "torch")}},
