@@ -120,21 +120,21 @@ def _walk(computations, names, seen=None):
 def recurrence_loops(computations, entry):
   """(forward while, backward while, other while loops) of the program.
 
-  The loops over time are jax's ``jvp(<Module>)/while`` (``nn.scan``) or
-  ``jvp(<Module>)/<layer>.fused_scan/while`` (lnorm's fused LSTM) and their
-  transposes; any other loop (lnorm's blocked LN, for instance) is returned with the
+  The loops over time are jax's ``jvp(<Module>)/[RecurrentLayer._scan/]while``
+  (``nn.scan``) or ``jvp(<Module>)/<layer>.fused_scan/while`` (lnorm's fused LSTM)
+  and their transposes; any other loop (lnorm's blocked LN, for instance) is returned with the
   others.
   """
   forward = backward = None
   others = []
-  fused = r"(/[\w.]+\.fused_scan)?"
+  layer_method = r"(/[\w.]+_scan)?"  # RecurrentLayer._scan or <cell>.fused_scan
   for _, ins in _walk(computations, [entry]):
     if ins.opcode != "while":
       continue
     path = re.sub(r"^jit\([^)]*\)/", "", ins.op_name)
-    if re.fullmatch(r"jvp\([^)/]*\)" + fused + "/while", path):
+    if re.fullmatch(r"jvp\([^)/]*\)" + layer_method + "/while", path):
       forward = ins
-    elif re.fullmatch(r"transpose\(jvp\([^)/]*\)\)" + fused + "/while", path):
+    elif re.fullmatch(r"transpose\(jvp\([^)/]*\)\)" + layer_method + "/while", path):
       backward = ins
     else:
       others.append(ins)
