@@ -13,8 +13,9 @@ other op). ``--top`` also lists the costliest instructions.
 
 Profile with one thread. XLA:CPU runs a library matmul asynchronously when it has a
 thread pool, and the trace then charges the matmul's time to whichever op waits for
-it; with ``--xla_cpu_multi_thread_eigen=false`` on one core every op runs to its end
-before the next starts, and the parts add up to the step's wall time.
+it. With ``--xla_cpu_multi_thread_eigen=false`` on one core each op's time is its
+own, and the parts add up to about the step's wall time (to more where XLA runs
+independent ops side by side on the one core).
 """
 
 from __future__ import annotations
