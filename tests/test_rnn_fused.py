@@ -8,6 +8,10 @@ that receive gradients, dropout masks, several layers and directions, unrolling.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -101,3 +105,31 @@ def test_only_the_lstm_without_recurrent_bn_is_fused():
   assert all(fusable(make_lstm_cell(v)) for v in FUSABLE)
   assert not fusable(make_lstm_cell("bn"))
   assert not fusable(make_gru_cell("ln"))
+
+
+_SHARDED_PROBE = """
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from lnorm.rnn import RecurrentLayer, make_lstm_cell
+layer = RecurrentLayer(make_lstm_cell("ln"), 6)
+x = jnp.asarray(np.random.default_rng(0).standard_normal((8, 5, 4)), jnp.float32)
+lengths = jnp.asarray([5, 3, 1, 5, 2, 4, 5, 1])
+params = layer.init(jax.random.key(0), x, lengths)["params"]
+loss = lambda p, x: jnp.sum(layer.apply({"params": p}, x, lengths).outputs ** 2)
+step = jax.jit(jax.value_and_grad(loss))
+want = step(params, x)
+mesh = Mesh(np.array(jax.devices()), ("data",))
+got = step(params, jax.device_put(x, NamedSharding(mesh, P("data"))))
+for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+  np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+print(len(jax.devices()))
+"""
+
+
+def test_fused_layer_with_the_batch_sharded_over_devices():
+  # A batch split over 4 (emulated) devices gives the values and gradients of one.
+  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+  out = subprocess.run([sys.executable, "-c", _SHARDED_PROBE], capture_output=True,
+                       text=True, env=env)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert out.stdout.split()[-1] == "4"

@@ -249,13 +249,15 @@ def finalize_epoch_statistics(batch_stats: Any) -> Any:
 
 
 class Dense(nn.Dense):
-  """``flax.linen.Dense`` that multiplies rows, and can hand out its kernel.
+  """``flax.linen.Dense`` that multiplies rows on CPU, and can hand out its kernel.
 
-  Inputs with several leading axes (``[T, B, I]``) are flattened to rows first: the
-  result is the same, but the gradient of the kernel is then a plain ``xᵀ dy`` over
-  rows, where differentiating the 3-D product makes XLA:CPU transpose ``dy`` and run
-  a matmul twice as slow (measured: 18.6 against 5.8 ms for the handwriting LSTM's
-  input projection, docs/performance.md).
+  On CPU, inputs with several leading axes (``[T, B, I]``) are flattened to rows
+  first: the result is the same, but the gradient of the kernel is then a plain
+  ``xᵀ dy`` over rows, where differentiating the 3-D product makes XLA:CPU transpose
+  ``dy`` and run a matmul twice as slow (measured: 18.6 against 5.8 ms for the
+  handwriting LSTM's input projection, docs/performance.md). Other backends keep the
+  3-D product: merging a time axis with a sharded batch axis would make XLA move the
+  activations between devices.
 
   The fused LSTM recurrence (:mod:`lnorm.rnn.fused`) multiplies by W_h itself, so it
   asks the cell's linear map for the matrix; :class:`WeightNormDense` answers the
@@ -263,7 +265,7 @@ class Dense(nn.Dense):
   """
 
   def __call__(self, inputs: jax.Array) -> jax.Array:
-    if inputs.ndim <= 2:
+    if inputs.ndim <= 2 or jax.default_backend() != "cpu":
       return super().__call__(inputs)
     rows = inputs.reshape(-1, inputs.shape[-1])
     return super().__call__(rows).reshape(inputs.shape[:-1] + (self.features,))

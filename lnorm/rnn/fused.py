@@ -108,10 +108,14 @@ def _row_norm_backward(dy, xhat, rstd, scale):
   return rstd * (dxhat - c1 - xhat * c2)
 
 
+def _sum_over_steps(a):
+  """``a [T, B, F]`` summed over steps and examples: ``[F]``."""
+  return jnp.sum(a, axis=(0, 1))
+
+
 def _gain_and_bias_gradients(dy, xhat, eps) -> RowNorm:
   """The gradients of an LN's gain and bias, summed over all steps and examples."""
-  rows = lambda a: a.reshape(-1, a.shape[-1])
-  return RowNorm(jnp.sum(rows(dy * xhat), axis=0), jnp.sum(rows(dy), axis=0), eps)
+  return RowNorm(_sum_over_steps(dy * xhat), _sum_over_steps(dy), eps)
 
 
 def _select(mask_t, new, old):
@@ -226,10 +230,12 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, step_mask,
   d_carry0, out = jax.lax.scan(step, d_final, steps, reverse=True, unroll=unroll)
   d_gates = out["d_gates"]
 
-  # The parameter gradients, each one contraction over all steps and examples.
-  rows = lambda a: a.reshape(-1, a.shape[-1])
-  d_kernel = jnp.dot(rows(saved["h_in"]).T, rows(out.get("dz", d_gates)),
-                     preferred_element_type=jnp.float32)
+  # The parameter gradients, each one contraction over all steps and examples (over
+  # both axes, not over merged rows, so that a batch axis sharded over devices stays
+  # where it is).
+  d_kernel = jax.lax.dot_general(saved["h_in"], out.get("dz", d_gates),
+                                 (((0, 1), (0, 1)), ((), ())),
+                                 preferred_element_type=jnp.float32)
   d_norms = {}
   for name, xhat, dy in (
       ("input_norm", lambda: _input_xhat(gates_x, saved), d_gates),
@@ -237,7 +243,7 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, step_mask,
       ("cell_norm", lambda: saved["chat"], out.get("d_cell_norm"))):
     norm = getattr(params, name)
     d_norms[name] = None if norm is None else _gain_and_bias_gradients(dy, xhat(), norm.eps)
-  d_params = LSTMRecurrenceParams(d_kernel, jnp.sum(rows(d_gates), axis=0), **d_norms)
+  d_params = LSTMRecurrenceParams(d_kernel, _sum_over_steps(d_gates), **d_norms)
   return d_params, out.get("d_gates_x", d_gates), d_carry0
 
 
