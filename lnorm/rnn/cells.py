@@ -50,7 +50,9 @@ class CellNorms:
   ``dense(features, use_bias=..., kernel_init=..., name=...)`` builds W_x and W_h;
   ``input_norm``, ``hidden_norm`` and ``cell_norm`` (called with ``name=...``) build
   modules with the signature ``norm(x, *, train, step, mask=None)`` applied to W_x x,
-  W_h h and (LSTM only) c before its tanh.
+  W_h h and (LSTM only) c before its tanh. For the LSTM's fused recurrence the linear
+  map also gives ``kernel_matrix()`` and each normalizer ``fusable`` and
+  ``row_norm()`` (:mod:`lnorm.rnn.norms`).
   """
 
   name: str
