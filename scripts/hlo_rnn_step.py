@@ -105,7 +105,7 @@ def parse_hlo(text: str) -> tuple[dict[str, list[Instruction]], str]:
   return computations, entry
 
 
-def _walk(computations, names, seen=None):
+def walk(computations, names, seen=None):
   """Every instruction of the given computations and of those they call."""
   seen = set() if seen is None else seen
   for name in names:
@@ -114,7 +114,7 @@ def _walk(computations, names, seen=None):
     seen.add(name)
     for ins in computations[name]:
       yield name, ins
-      yield from _walk(computations, ins.called, seen)
+      yield from walk(computations, ins.called, seen)
 
 
 def recurrence_loops(computations, entry):
@@ -122,13 +122,13 @@ def recurrence_loops(computations, entry):
 
   The loops over time are jax's ``jvp(<Module>)/[RecurrentLayer._scan/]while``
   (``nn.scan``) or ``jvp(<Module>)/<layer>.fused_scan/while`` (lnorm's fused LSTM)
-  and their transposes; any other loop (lnorm's blocked LN, for instance) is returned with the
-  others.
+  and their transposes; any other loop (lnorm's blocked LN, for instance) is
+  returned with the others.
   """
   forward = backward = None
   others = []
   layer_method = r"(/[\w.]+_scan)?"  # RecurrentLayer._scan or <cell>.fused_scan
-  for _, ins in _walk(computations, [entry]):
+  for _, ins in walk(computations, [entry]):
     if ins.opcode != "while":
       continue
     path = re.sub(r"^jit\([^)]*\)/", "", ins.op_name)
@@ -143,7 +143,7 @@ def recurrence_loops(computations, entry):
   return forward, backward, others
 
 
-def _body(loop: Instruction) -> str:
+def loop_body(loop: Instruction) -> str:
   return re.search(r"body=%([\w.\-]+)", loop.line).group(1)
 
 
@@ -206,7 +206,7 @@ def count(computations, top: list[Instruction], weight_dims: set[str]) -> dict:
   for ins in top:
     everything.append((ins, ins))
     if ins.opcode != "while":
-      everything += [(nested, ins) for _, nested in _walk(computations, ins.called)]
+      everything += [(nested, ins) for _, nested in walk(computations, ins.called)]
   # Instruction names are unique in an HLO module: one map serves every computation.
   types = {ins.name: ins.dims for ins, _ in everything}
   ops = lambda *names: [(ins, owner) for ins, owner in everything if ins.opcode in names]
@@ -244,7 +244,7 @@ def analyse(text: str, hidden: int):
   computations, entry = parse_hlo(text)
   forward, backward, others = recurrence_loops(computations, entry)
   weight_dims = {f"[{hidden},{4 * hidden}]", f"[{4 * hidden},{hidden}]"}
-  bodies = [_body(forward), _body(backward)]
+  bodies = [loop_body(forward), loop_body(backward)]
   columns = [count(computations, computations[b], weight_dims) for b in bodies]
   # Outside the loops: the entry computation and what it calls, loops' bodies excluded
   # (a while instruction still counts as one instruction there).
@@ -283,7 +283,7 @@ def main(argv=None):
       print(f"| {key} | {fwd[key]} | {bwd[key]} | {rest[key]} |")
     print()
     for loop in loops:
-      body = computations[_body(loop)]
+      body = computations[loop_body(loop)]
       print(f"- while loop {re.sub(r'^jit[(][^)]*[)]/', '', loop.op_name)}: "
             f"{trip_count(loop)} iterations, "
             f"{sum(i.opcode not in _BOOKKEEPING for i in body)} ops run per iteration")

@@ -45,12 +45,13 @@ def classify(hlo_text: str) -> dict[str, tuple[str, bool]]:
   forward, backward, _ = hlo_rnn_step.recurrence_loops(computations, entry)
   part_of = {}
   for part, loop in (("forward loop", forward), ("backward loop", backward)):
-    for computation, _ in hlo_rnn_step._walk(computations, [hlo_rnn_step._body(loop)]):
+    body = hlo_rnn_step.loop_body(loop)
+    for computation, _ in hlo_rnn_step.walk(computations, [body]):
       part_of.setdefault(computation, part)
   kinds = {}
   for computation, instructions in computations.items():
     for ins in instructions:
-      called = [i for _, i in hlo_rnn_step._walk(computations, ins.called)]
+      called = [i for _, i in hlo_rnn_step.walk(computations, ins.called)]
       matmul = ins.opcode in ("dot", "convolution") or (
           ins.opcode == "fusion" and any(i.opcode in ("dot", "convolution") for i in called))
       kinds[ins.name] = (part_of.get(computation, "outside the loops"), matmul)

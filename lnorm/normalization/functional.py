@@ -147,18 +147,36 @@ def _row_block(n: int, d: int) -> int:
     return n
   target = max(1, _CPU_BLOCK_BYTES // (4 * d))
   candidates = [r for r in range(max(1, target // 2), min(n, 2 * target) + 1) if n % r == 0]
-  if not candidates or n // min(candidates, key=lambda r: abs(r - target)) < 2:
+  if not candidates:
     return n
-  return min(candidates, key=lambda r: abs(r - target))
+  block = min(candidates, key=lambda r: abs(r - target))
+  return block if n // block >= 2 else n
+
+
+def row_statistics(x: jax.Array, eps: float) -> tuple[jax.Array, jax.Array]:
+  """Mean and 1/sqrt(var + eps) of each row of float32 ``x`` (kept as a size-1 last
+  axis), two passes: the pieces of a hand-written LN over the last axis."""
+  mean = jnp.mean(x, axis=-1, keepdims=True)
+  var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+  return mean, jax.lax.rsqrt(var + eps)
+
+
+def row_norm_input_gradient(dy: jax.Array, xhat: jax.Array, rstd: jax.Array,
+                            scale: jax.Array) -> jax.Array:
+  """dx of ``y = xhat * scale + bias`` with ``xhat = (x - mean) * rstd`` per row:
+  ``rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))``, ``dxhat = dy * scale``.
+  The gain and bias gradients are ``sum(dy * xhat)`` and ``sum(dy)`` over the rows."""
+  dxhat = dy * scale[None]
+  c1 = jnp.mean(dxhat, axis=-1, keepdims=True)
+  c2 = jnp.mean(dxhat * xhat, axis=-1, keepdims=True)
+  return rstd * (dxhat - c1 - xhat * c2)
 
 
 def _ln_rows_forward(x, g, b, eps):
   """(rows, d) -> output, mean, 1/std; statistics in float32, two passes."""
   x32 = x.astype(jnp.float32)
-  mean = jnp.mean(x32, axis=-1, keepdims=True)
-  centred = x32 - mean
-  rstd = jax.lax.rsqrt(jnp.mean(jnp.square(centred), axis=-1, keepdims=True) + eps)
-  y = centred * rstd * g[None, :] + b[None, :]
+  mean, rstd = row_statistics(x32, eps)
+  y = (x32 - mean) * rstd * g[None, :] + b[None, :]
   return y.astype(x.dtype), mean, rstd
 
 
@@ -166,10 +184,7 @@ def _ln_rows_backward(x, g, mean, rstd, dy):
   """Cotangents (dx, dg, db) of one block of rows."""
   dy = dy.astype(jnp.float32)
   xhat = (x.astype(jnp.float32) - mean) * rstd
-  dxhat = dy * g[None, :]
-  c1 = jnp.mean(dxhat, axis=-1, keepdims=True)
-  c2 = jnp.mean(dxhat * xhat, axis=-1, keepdims=True)
-  dx = rstd * (dxhat - c1 - xhat * c2)
+  dx = row_norm_input_gradient(dy, xhat, rstd, g)
   return dx.astype(x.dtype), jnp.sum(dy * xhat, axis=0), jnp.sum(dy, axis=0)
 
 

@@ -14,8 +14,10 @@ the identity (the variants ``none``, ``ln``, ``ln_cell`` and ``wn``) it calls
   element when it slices the gates out of a ``[B, 4H]`` row that it also indexes by
   the loop counter (``xs[t]`` then ``split``). Each step therefore reads every gate
   with its own ``dynamic_slice`` of the ``[T, B, 4H]`` arrays, which XLA fuses well.
-* **Statistics saved, not recomputed.** The forward pass keeps the normalized values
-  and 1/std of both LNs, so the backward pass has two row reductions per LN.
+* **The input LN inside the loop.** Each step normalizes its row of ``W_x x`` while
+  the row is in cache; the backward pass recomputes the normalized values from
+  ``W_x x`` and the saved statistics. The two recurrent LNs keep their normalized
+  values and 1/std, so each LN's backward pass has two row reductions.
 
 The equations are those of :class:`lnorm.rnn.LSTMCell` (REFERENCE.md sec. 4):
 ``(f, i, o, g) = N_h(W_h h) + gates_x + b``, ``c = σ(f) c_prev + σ(i) tanh(g)``,
@@ -34,6 +36,8 @@ from typing import NamedTuple
 import flax.struct
 import jax
 import jax.numpy as jnp
+
+from lnorm.normalization import functional as F
 
 
 @flax.struct.dataclass
@@ -86,26 +90,11 @@ def _gate(a: jax.Array, t, k: int, width: int) -> jax.Array:
   return jax.lax.dynamic_slice(a, start, (1, a.shape[1], width))[0]
 
 
-def _row_statistics(x, eps):
-  """Per-row mean and 1/std of ``x [B, F]``, two passes."""
-  mean = jnp.mean(x, axis=-1, keepdims=True)
-  var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
-  return mean, jax.lax.rsqrt(var + eps)
-
-
 def _row_norm_forward(x, norm: RowNorm):
   """(output, normalized x, 1/std), statistics in float32 with two passes."""
-  mean, rstd = _row_statistics(x, norm.eps)
+  mean, rstd = F.row_statistics(x, norm.eps)
   xhat = (x - mean) * rstd
   return xhat * norm.scale[None] + norm.bias[None], xhat, rstd
-
-
-def _row_norm_backward(dy, xhat, rstd, scale):
-  """dx of LN from its output cotangent (the gain and bias gradients come later)."""
-  dxhat = dy * scale[None]
-  c1 = jnp.mean(dxhat, axis=-1, keepdims=True)
-  c2 = jnp.mean(dxhat * xhat, axis=-1, keepdims=True)
-  return rstd * (dxhat - c1 - xhat * c2)
 
 
 def _sum_over_steps(a):
@@ -143,8 +132,8 @@ def _forward(unroll: int, params: LSTMRecurrenceParams, gates_x, carry, step_mas
     c_prev, h_prev = carry
     h_in = h_prev if recurrent_mask is None else h_prev * recurrent_mask
     z = jnp.dot(h_in, w, preferred_element_type=jnp.float32)
-    # What the backward pass reads: the inputs of this step as they were used.
-    saved = {"c_prev": c_prev, "h_in": h_in}
+    # What the backward pass reads besides hs: the cell state this step started from.
+    saved = {"c_prev": c_prev}
     if params.hidden_norm is not None:
       z, saved["zhat"], saved["z_rstd"] = _row_norm_forward(z, params.hidden_norm)
     # z is [B, 4H] and computed in this step, so slicing it is cheap; gates_x is
@@ -153,7 +142,7 @@ def _forward(unroll: int, params: LSTMRecurrenceParams, gates_x, carry, step_mas
     x_gates = [_gate(gates_x, t, k, width) for k in range(4)]
     if params.input_norm is not None:
       # The statistics of the whole row; the normalization gate by gate.
-      x_mean, x_rstd = _row_statistics(gates_x[t], params.input_norm.eps)
+      x_mean, x_rstd = F.row_statistics(gates_x[t], params.input_norm.eps)
       saved.update(x_mean=x_mean, x_rstd=x_rstd)
       x_gates = [(x - x_mean) * (x_rstd * gain) for x, gain in zip(x_gates, input_gain)]
     pre = [z_gates[k] + x_gates[k] + bias[k] for k in range(4)]
@@ -180,7 +169,7 @@ def _input_xhat(gates_x, saved):
   return (gates_x - saved["x_mean"]) * saved["x_rstd"]
 
 
-def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, step_mask,
+def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, h0, step_mask,
               recurrent_mask, saved, d_final, d_hs):
   width = d_final[0].shape[-1]
   w_t = params.hidden_kernel.T  # Transposed once, not at every step.
@@ -201,8 +190,8 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, step_mask,
     out = {}
     if params.cell_norm is not None:
       out["d_cell_norm"] = d_tanh_in
-      d_tanh_in = _row_norm_backward(d_tanh_in, saved["chat"][t], saved["c_rstd"][t],
-                                     params.cell_norm.scale)
+      d_tanh_in = F.row_norm_input_gradient(d_tanh_in, saved["chat"][t],
+                                            saved["c_rstd"][t], params.cell_norm.scale)
     dc = dc + d_tanh_in
     da = jnp.concatenate([dc * saved["c_prev"][t] * f * (1.0 - f),
                           dc * g * i * (1.0 - i),
@@ -211,12 +200,12 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, step_mask,
     out["d_gates"] = da
     if params.input_norm is not None:
       x_saved = {k: saved[k][t] for k in ("x_mean", "x_rstd")}
-      out["d_gates_x"] = _row_norm_backward(da, _input_xhat(gates_x[t], x_saved),
-                                            x_saved["x_rstd"], params.input_norm.scale)
+      out["d_gates_x"] = F.row_norm_input_gradient(
+          da, _input_xhat(gates_x[t], x_saved), x_saved["x_rstd"], params.input_norm.scale)
     dz = da
     if params.hidden_norm is not None:
-      dz = _row_norm_backward(da, saved["zhat"][t], saved["z_rstd"][t],
-                              params.hidden_norm.scale)
+      dz = F.row_norm_input_gradient(da, saved["zhat"][t], saved["z_rstd"][t],
+                                     params.hidden_norm.scale)
       out["dz"] = dz
     dh_prev = jnp.dot(dz, w_t, preferred_element_type=jnp.float32)
     if recurrent_mask is not None:
@@ -233,7 +222,12 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, step_mask,
   # The parameter gradients, each one contraction over all steps and examples (over
   # both axes, not over merged rows, so that a batch axis sharded over devices stays
   # where it is).
-  d_kernel = jax.lax.dot_general(saved["h_in"], out.get("dz", d_gates),
+  # What W_h multiplied at each step: the state before it (a padded step's output is
+  # its predecessor's), with the sequence's recurrent dropout.
+  h_in = jnp.concatenate([h0[None], saved["h"][:-1]], axis=0)
+  if recurrent_mask is not None:
+    h_in = h_in * recurrent_mask[None]
+  d_kernel = jax.lax.dot_general(h_in, out.get("dz", d_gates),
                                  (((0, 1), (0, 1)), ((), ())),
                                  preferred_element_type=jnp.float32)
   d_norms = {}
@@ -260,14 +254,14 @@ def _recurrence_fwd(unroll, params, gates_x, carry, step_mask, recurrent_mask):
   final, saved = _forward(unroll, params, gates_x, carry, step_mask, recurrent_mask)
   # gates_x only for the input LN, whose normalized values are recomputed from it.
   kept_gates_x = gates_x if params.input_norm is not None else None
-  residuals = (params, kept_gates_x, step_mask, recurrent_mask, saved)
+  residuals = (params, kept_gates_x, carry[1], step_mask, recurrent_mask, saved)
   return (final, saved["h"]), residuals
 
 
 def _recurrence_bwd(unroll, residuals, cotangents):
-  params, gates_x, step_mask, recurrent_mask, saved = residuals
+  params, gates_x, h0, step_mask, recurrent_mask, saved = residuals
   d_final, d_hs = cotangents
-  d_params, d_gates_x, d_carry = _backward(unroll, params, gates_x, step_mask,
+  d_params, d_gates_x, d_carry = _backward(unroll, params, gates_x, h0, step_mask,
                                            recurrent_mask, saved, d_final, d_hs)
   return d_params, d_gates_x, d_carry, None, None
 
