@@ -47,6 +47,9 @@ def get_config(arg=None):
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
   c.norm = args["norm"]  # none | bn | bn_everywhere | ln
   c.norm_options = norm_options()
+  # Recurrent matrices [H, kH] as k orthogonal H x H gate blocks, as in the authors'
+  # code; "orthogonal" takes one orthogonal matrix over the whole [H, kH].
+  c.recurrent_init = "orthogonal_per_gate"
   c.norm_options.ln.scale_init = args["ln_gain"]  # LN gain init: 1.0 or 0.1 (paper).
   c.norm_options.bn.scale_init = 0.1  # Cooijmans et al.'s BN gain init.
   c.batch_size = 64

@@ -53,6 +53,9 @@ def get_config(arg=None):
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
   c.norm = args["norm"]  # none | wn | ln_cell | ln: the LSTM variant (lnorm.rnn).
   c.norm_options = norm_options()  # ln.eps / ln.scale_init reach the LSTM's LNs.
+  # Recurrent matrices [H, kH] as k orthogonal H x H gate blocks, as in the authors'
+  # code; "orthogonal" takes one orthogonal matrix over the whole [H, kH].
+  c.recurrent_init = "orthogonal_per_gate"
   c.hidden_size = 256  # Units of the encoder and of the decoder LSTM.
   c.latent_size = 100  # Dimensions of z_t.
   c.num_glimpses = 64  # Read/write steps T.

@@ -47,6 +47,9 @@ def get_config(arg=None):
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
   c.norm = args["norm"]  # none | ln: the LSTM variant of all three layers (lnorm.rnn).
   c.norm_options = norm_options()  # ln.eps / ln.scale_init reach the LSTMs' LNs.
+  # Recurrent matrices [H, kH] as k orthogonal H x H gate blocks, as in the authors'
+  # code; "orthogonal" takes one orthogonal matrix over the whole [H, kH].
+  c.recurrent_init = "orthogonal_per_gate"
   c.hidden_size = 400  # Units of each LSTM layer.
   c.num_layers = 3  # Stacked LSTMs; the window is computed from the first.
   c.num_gaussians = 10  # K, Gaussians of the soft window over the characters.

@@ -44,6 +44,9 @@ def get_config(arg=None):
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
   c.norm = args["norm"]  # The GRU: none | ln (LN-GRU, REFERENCE.md sec. 4).
   c.norm_options = norm_options()  # The LN-GRU reads norm_options.ln (eps, scale_init).
+  # Recurrent matrices [H, kH] as k orthogonal H x H gate blocks, as in the authors'
+  # code; "orthogonal" takes one orthogonal matrix over the whole [H, kH].
+  c.recurrent_init = "orthogonal_per_gate"
   c.batch_size = 128  # Image-caption pairs per update.
   # Figure 1 runs to 90,000 updates (300 validations, one every 300 updates): about 100
   # epochs of the 113k COCO training images of the Karpathy split (train + restval).

@@ -43,6 +43,9 @@ def get_config(arg=None):
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
   c.norm = args["norm"]  # none | ln: all three GRUs.
   c.norm_options = norm_options()  # ln: eps 1e-5 and gain 1 of the LN-GRU.
+  # Recurrent matrices [H, kH] as k orthogonal H x H gate blocks, as in the authors'
+  # code; "orthogonal" takes one orthogonal matrix over the whole [H, kH].
+  c.recurrent_init = "orthogonal_per_gate"
   c.batch_size = 64
   c.optimizer.name = "adam"
   c.optimizer.learning_rate = 2e-4  # The effective lr of Kiros et al.'s code.

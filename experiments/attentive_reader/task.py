@@ -29,7 +29,7 @@ from experiments.attentive_reader.model import AttentiveReader, passage_entities
 from lnorm.data.cloze import ENTITY_OFFSET
 from lnorm.errors import ConfigError
 from lnorm.normalization import BatchNorm, Identity
-from lnorm.rnn import make_lstm_cell
+from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.task import Task as BaseTask
 
 #: ``norm`` -> (LSTM variant of lnorm.rnn, whether the feed-forward layers get BN).
@@ -59,10 +59,10 @@ class Task(BaseTask):
   def model_for(self, vocab_size: int, num_entities: int, entity_offset: int):
     c = self.config
     cell_variant, ff_bn = VARIANTS[c.norm]
-    ln, bn = c.norm_options.ln, c.norm_options.bn
-    cell = make_lstm_cell(cell_variant, forget_bias=c.model.forget_bias,
-                          ln_eps=ln.eps, ln_scale_init=ln.scale_init, bn_eps=bn.eps,
-                          bn_momentum=bn.momentum, bn_scale_init=bn.scale_init,
+    bn = c.norm_options.bn
+    cell = make_lstm_cell(cell_variant, forget_bias=c.model.forget_bias, **cell_options(c),
+                          bn_eps=bn.eps, bn_momentum=bn.momentum,
+                          bn_scale_init=bn.scale_init,
                           bn_max_steps=c.data.max_passage_tokens)
     ff_norm = Identity
     if ff_bn:

@@ -18,7 +18,7 @@ import optax
 
 from experiments.draw import pictures
 from experiments.draw.model import Draw
-from lnorm.rnn import make_lstm_cell
+from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.task import Task as BaseTask
 
 #: Examples in the sample grid and which test image the canvas strip follows.
@@ -33,9 +33,7 @@ class Task(BaseTask):
   def build_model(self, dataset):
     c = self.config
     image_shape = tuple(dataset.info.get("image_shape", (28, 28)))
-    cell = make_lstm_cell(c.norm, forget_bias=c.forget_bias,
-                          ln_eps=c.norm_options.ln.eps,
-                          ln_scale_init=c.norm_options.ln.scale_init)
+    cell = make_lstm_cell(c.norm, forget_bias=c.forget_bias, **cell_options(c))
     attention = c.attention
     self._model = Draw(cell=cell, hidden_size=c.hidden_size, latent_size=c.latent_size,
                        num_glimpses=c.num_glimpses,

@@ -25,7 +25,7 @@ from experiments.handwriting import sampling
 from experiments.handwriting.model import HandwritingSynthesis, sequence_nll
 from lnorm.data import strokes as strokes_lib
 from lnorm.errors import UserError
-from lnorm.rnn import make_lstm_cell
+from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.checkpoint import restore_latest
 from lnorm.training.loop import TrainState
 from lnorm.training.optim import make_optimizer
@@ -36,8 +36,7 @@ DATA_RECORD = "handwriting_data.json"
 
 def build_model(config, num_symbols: int) -> HandwritingSynthesis:
   c = config
-  cell = make_lstm_cell(c.norm, forget_bias=c.forget_bias, ln_eps=c.norm_options.ln.eps,
-                        ln_scale_init=c.norm_options.ln.scale_init)
+  cell = make_lstm_cell(c.norm, forget_bias=c.forget_bias, **cell_options(c))
   return HandwritingSynthesis(cell=cell, hidden_size=c.hidden_size, num_layers=c.num_layers,
                               num_gaussians=c.num_gaussians, num_components=c.num_components,
                               num_symbols=num_symbols,

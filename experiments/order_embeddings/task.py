@@ -34,7 +34,7 @@ from experiments.order_embeddings.model import OrderEmbedding, contrastive_loss
 from lnorm import retrieval
 from lnorm.data import batching
 from lnorm.errors import ConfigError
-from lnorm.rnn import make_gru_cell
+from lnorm.rnn import cell_options, make_gru_cell
 from lnorm.training import defaults
 from lnorm.training import parallel
 from lnorm.training.best_model import BestModel
@@ -68,10 +68,8 @@ class Task(BaseTask):
 
   def build_model(self, dataset):
     c = self.config
-    options = ({"ln_eps": c.norm_options.ln.eps, "ln_scale_init": c.norm_options.ln.scale_init}
-               if c.norm == "ln" else {})
     model = OrderEmbedding(
-        vocab_size=dataset.info["vocab_size"], cell=make_gru_cell(c.norm, **options),
+        vocab_size=dataset.info["vocab_size"], cell=make_gru_cell(c.norm, **cell_options(c)),
         word_size=c.model.word_size, embed_size=c.model.embed_size,
         use_abs=c.model.use_abs)
     self._mesh = parallel.make_mesh()

@@ -33,7 +33,7 @@ from experiments.skip_thoughts.model import NEXT, PREVIOUS, SkipThoughts
 from lnorm.data import books
 from lnorm.data import text
 from lnorm.errors import UserError
-from lnorm.rnn import make_gru_cell, masked_mean, sequence_mask
+from lnorm.rnn import cell_options, make_gru_cell, masked_mean, sequence_mask
 from lnorm.training import loop, parallel
 from lnorm.training.checkpoint import abstract_like, restore_latest
 from lnorm.training.task import Task as BaseTask
@@ -55,8 +55,7 @@ class Task(BaseTask):
 
   def model_for_vocabulary(self, vocab_size: int) -> SkipThoughts:
     c = self.config
-    cell = make_gru_cell(c.norm, ln_eps=c.norm_options.ln.eps,
-                         ln_scale_init=c.norm_options.ln.scale_init)
+    cell = make_gru_cell(c.norm, **cell_options(c))
     return SkipThoughts(vocab_size=vocab_size, cell=cell, embed_size=c.model.embed_size,
                         hidden_size=c.model.hidden_size)
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+from lnorm.errors import ConfigError
+
+Initializer = Callable[..., jax.Array]
 
 
 def symmetric_uniform(scale: float):
@@ -17,3 +24,53 @@ def symmetric_uniform(scale: float):
     return jax.random.uniform(key, shape, dtype, -scale, scale)
 
   return init
+
+
+def blockwise(block_init: Initializer, num_blocks: int | None = None, *,
+              same_key: bool = False) -> Initializer:
+  """A ``[rows, k * n]`` matrix as k ``[rows, n]`` blocks side by side, each drawn by
+  ``block_init`` on its own: the gate blocks of an RNN's concatenated projection.
+
+  ``num_blocks=None`` makes the blocks square (k = columns / rows), as for a
+  recurrent matrix ``[H, kH]``. ``same_key`` draws every block with one key, so all
+  blocks come out identical: the attentive-reader code reseeded its generator before
+  each block (see ``docs/experiments.md``).
+  """
+
+  def init(key, shape, dtype=jnp.float32):
+    rows, cols = shape[-2], shape[-1]
+    k = num_blocks if num_blocks is not None else cols // max(rows, 1)
+    if k < 1 or cols % k or (num_blocks is None and cols != k * rows):
+      raise ValueError(
+          f"blockwise init: cannot split a {tuple(shape)} matrix into "
+          f"{'square blocks' if num_blocks is None else f'{num_blocks} blocks'}.")
+    keys = [key] * k if same_key else list(jax.random.split(key, k))
+    block_shape = tuple(shape[:-1]) + (cols // k,)
+    return jnp.concatenate([block_init(kk, block_shape, dtype) for kk in keys], axis=-1)
+
+  return init
+
+
+def scaled(init: Initializer, scale: float) -> Initializer:
+  """``scale * init(...)``: the Theano code's ``0.05 * ortho_weight``, say."""
+  return lambda key, shape, dtype=jnp.float32: scale * init(key, shape, dtype)
+
+
+#: ``recurrent_init`` config values: how a recurrent matrix ``[H, kH]`` (k gate
+#: blocks) starts.
+RECURRENT_INITS: dict[str, Callable[[], Initializer]] = {
+    # k separate H x H orthogonal blocks, every block's singular values 1: what all of
+    # the LN-paper authors' Theano code does (Kiros, Vendrov, Cooijmans).
+    "orthogonal_per_gate": lambda: blockwise(nn.initializers.orthogonal()),
+    # One orthogonal matrix over the whole [H, kH]: its rows are orthonormal, so each
+    # gate block's singular values sit near 1/sqrt(k). Keras's and flax's default.
+    "orthogonal": nn.initializers.orthogonal,
+}
+
+
+def recurrent_initializer(name: str) -> Initializer:
+  """The initializer of a ``recurrent_init`` config value."""
+  if name not in RECURRENT_INITS:
+    raise ConfigError(f"Unknown recurrent_init {name!r}. Valid choices: "
+                      f"{', '.join(RECURRENT_INITS)}.")
+  return RECURRENT_INITS[name]()

@@ -16,11 +16,12 @@ from lnorm.rnn.norms import StepBatchNorm, StepIdentity, StepLayerNorm
 from lnorm.rnn.sequence import (
     RNNOutput, RecurrentLayer, flip_sequences, masked_mean, sequence_mask)
 from lnorm.rnn.variants import (
-    DEFAULT_OPTIONS, GRU_VARIANTS, LSTM_VARIANTS, make_gru_cell, make_lstm_cell)
+    DEFAULT_OPTIONS, GRU_VARIANTS, LSTM_VARIANTS, cell_options, make_gru_cell,
+    make_lstm_cell)
 
 __all__ = [
     "CellNorms", "DEFAULT_OPTIONS", "DropoutMasks", "GRUCell", "GRU_VARIANTS",
     "LSTMCell", "LSTM_VARIANTS", "RNNOutput", "RecurrentLayer", "StepBatchNorm",
-    "StepIdentity", "StepLayerNorm", "flip_sequences", "make_gru_cell",
+    "StepIdentity", "StepLayerNorm", "cell_options", "flip_sequences", "make_gru_cell",
     "make_lstm_cell", "masked_mean", "sequence_mask",
 ]

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import flax.linen as nn
 
+from lnorm.models.initializers import recurrent_initializer
 from lnorm.normalization import Dense, WeightNormDense
 from lnorm.rnn.cells import CellNorms, CellFactory, GRUCell, LSTMCell, bind_norms
 from lnorm.rnn.norms import StepBatchNorm, StepIdentity, StepLayerNorm
@@ -97,6 +98,18 @@ def make_gru_cell(variant: str = "none", **options) -> CellFactory:
   _check_fields(GRUCell, cell_opts, "GRU")
   return bind_norms(GRUCell, _norms("GRU", GRU_VARIANTS, variant, norm_opts),
                     **cell_opts)
+
+
+def cell_options(config) -> dict[str, Any]:
+  """The cell options an experiment's config sets for every recurrent variant: the
+  normalizers' options (``norm_options``) and how the recurrent matrix starts
+  (``recurrent_init``, one of ``lnorm.models.initializers.RECURRENT_INITS``). Pass
+  them to ``make_lstm_cell``/``make_gru_cell`` beside the experiment's own options."""
+  ln = config.norm_options.ln
+  options = {"ln_eps": ln.eps, "ln_scale_init": ln.scale_init}
+  if config.get("recurrent_init") is not None:
+    options["recurrent_kernel_init"] = recurrent_initializer(config.recurrent_init)
+  return options
 
 
 def _check_fields(cls, cell_opts: dict, kind: str) -> None:
