@@ -211,9 +211,9 @@ def find_files(data_dir: str | None):
 
 def load_files(config: Any, auto: bool) -> core.Dataset:
   del auto
-  (strokes_path, ascii_path), data_dir = locate.find_or_raise(
+  (strokes_path, ascii_path), _ = locate.find_or_raise(
       config, find_files, NAME, FILES_HELP)
-  collection = _cached_collection(strokes_path, ascii_path, config, data_dir)
+  collection = _cached_collection(strokes_path, ascii_path, config)
   texts = _unpack(collection["text"])
   bounds = collection["offsets"]
   lines = [strokes_lib.points_to_offsets(collection["points"][bounds[i]:bounds[i + 1]])
@@ -259,10 +259,10 @@ def _some(names: list[str]) -> str:
   return shown + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
 
 
-def _cached_collection(strokes_path, ascii_path, config, data_dir):
+def _cached_collection(strokes_path, ascii_path, config):
   entry = None
   if cache.enabled(config):
-    entry = cache.key_path(cache.cache_dir(config, data_dir), NAME,
+    entry = cache.key_path(cache.cache_dir(config), NAME,
                            (strokes_path, ascii_path), decoder=(sys.modules[__name__],))
     collection = cache.load(entry)
     if collection is not None:
