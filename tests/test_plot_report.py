@@ -153,6 +153,13 @@ def test_report_best_counts_mid_epoch_evaluations_as_compare_does(tmp_path):
   best = {r.metric: r.best for r in report.collect([workdir]).rows}
   # The mid-epoch test error counts; the mid-epoch train NLL is a running value.
   assert best == {"test/error": "0.05", "train/nll": "0.3"}
+  # The column says what it holds: the best value, and the epoch it was logged at.
+  table = report.collect([workdir]).markdown().splitlines()
+  header = [c.strip() for c in table[0].strip("|").split("|")]
+  assert header[6] == "best (at epoch)" and "best epoch" not in header
+  cells = {row.split("|")[3].strip(): [c.strip() for c in row.strip("|").split("|")]
+           for row in table[2:] if row.startswith("| perm_mnist")}
+  assert cells["test/error"][6] == "0.05 (1.5)" and cells["train/nll"][6] == "0.3 (2)"
 
 
 def test_report_has_updates_to_target_per_batch_size(fig6_dir, capsys):
