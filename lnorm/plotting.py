@@ -88,7 +88,9 @@ def plot_metrics(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str =
   """One panel per metric, one line per run; returns the PNG and SVG paths.
 
   ``target``: a baseline (``norm=none``) whose best value each panel draws as a line,
-  with a star where each run first reaches it (see ``lnorm.compare``).
+  with a star where each run first reaches it (see ``lnorm.compare``). Without a
+  ``title``, runs of one experiment are titled by it (the legend then names only what
+  differs between them).
   """
   if x not in ("epoch", "step"):
     raise UserError(f"--x must be 'epoch' or 'step', not {x!r}.")
@@ -101,6 +103,8 @@ def plot_metrics(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str =
     plt.close(fig)
     available = sorted({k for r in runs for p in r.points for k in p if k not in ("step", "epoch")})
     raise UserError(f"No run logged {', '.join(metrics)}. Metrics found: {', '.join(available)}.")
+  experiments = {r.config.get("experiment") for r in runs} - {None}
+  title = title or (experiments.pop() if len(experiments) == 1 else "")
   if title:
     fig.suptitle(title)
   return _save(fig, out)
