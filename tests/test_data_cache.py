@@ -180,6 +180,7 @@ def test_train_help_says_where_the_cache_lives_and_how_to_clear_it(capsys):
     cli.main(["train", "--help"])
   assert exit_.value.code == 0
   text = " ".join(capsys.readouterr().out.split())
-  assert ("else $LNORM_CACHE_DIR, else $XDG_CACHE_HOME/lnorm, else ~/.cache/lnorm; never "
-          "in the data directory") in text
+  assert ("in $LNORM_CACHE_DIR if set, else $XDG_CACHE_HOME/lnorm, else ~/.cache/lnorm; "
+          "never in the data directory") in text
+  assert "--config.data.cache_dir" not in text  # Not a config field.
   assert "To clear it, delete the folder" in text

@@ -36,20 +36,20 @@ XDG_CACHE_ENV = "XDG_CACHE_HOME"
 #: For ``--help``: where the cache lives, how big it gets, how to clear it.
 HELP = (
     "Data cache: decoded datasets (CIFAR-10's images, IMDB's tokens, IAM-OnDB's strokes, "
-    "cloze questions) are kept as .npz files in --config.data.cache_dir if set, else "
-    f"${CACHE_DIR_ENV}, else ${XDG_CACHE_ENV}/lnorm, else ~/.cache/lnorm; never in the "
+    f"cloze questions) are kept as .npz files in ${CACHE_DIR_ENV} if set, else "
+    f"${XDG_CACHE_ENV}/lnorm, else ~/.cache/lnorm; never in the "
     "data directory. One entry per dataset: 185 MB for CIFAR-10, 93 MB for IAM-OnDB, 55 "
     "MB for IMDB, 7 MB for the cloze questions of the books. An edited decoder or data "
     "file adds a new entry beside the old one. To clear it, delete the folder (or any "
-    ".npz in it): entries are rebuilt when next needed. "
-    "--config.data.use_cache=False turns it off.")
+    ".npz in it): entries are rebuilt when next needed.")
 
 _log = logging.getLogger(__name__)
 
 
 def cache_dir(config=None, data_dir: str | None = None) -> str:
-  """Where decoded arrays are cached: ``data_config.cache_dir``, else
-  $LNORM_CACHE_DIR, else $XDG_CACHE_HOME/lnorm, else ~/.cache/lnorm.
+  """Where decoded arrays are cached: ``data_config.cache_dir`` (a field of the data
+  API, for tests and notebooks), else $LNORM_CACHE_DIR, else $XDG_CACHE_HOME/lnorm,
+  else ~/.cache/lnorm.
 
   Never inside the data directory, whatever its permissions: ``data_dir`` is not
   consulted (it is accepted so that callers may pass their data config's).
