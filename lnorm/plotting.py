@@ -219,7 +219,8 @@ FIGURES = {
            for task, name in (("mr", "MR"), ("cr", "CR"), ("subj", "SUBJ"), ("mpqa", "MPQA"))),
          Panel(("validation/perplexity", "exp(validation/token_nll)"), {},
                "validation perplexity",
-               missing="not evaluated: validation is in --config.eval_splits by default")),
+               missing="logged when validation is in --config.eval_splits, as by "
+               "default")),
         columns=3, x="step"),
     "ln-fig4": Figure(
         "draw",
@@ -342,11 +343,11 @@ def _draw_panel(ax, panel: Panel, runs: Sequence[Run], x: str, logx: bool,
   if not panel.lines and not logx:
     return _draw(ax, runs, metric, x, panel.logy, panel.title, target)
   colors = _draw_lines(ax, runs, metric, x, panel.name, "-", logx=logx)
+  drawn = [metric]
   for line in panel.lines:
-    _draw_lines(ax, runs, _choose(line.metrics, runs, x), x, line.name, line.style, colors,
-                logx)
-  ylabel = ", ".join([metric] + [_choose(line.metrics, runs, x) for line in panel.lines])
-  _finish_axes(ax, ylabel, x, panel.logy, panel.title, bool(colors), logx)
+    drawn.append(_choose(line.metrics, runs, x))
+    _draw_lines(ax, runs, drawn[-1], x, line.name, line.style, colors, logx)
+  _finish_axes(ax, ", ".join(drawn), x, panel.logy, panel.title, bool(colors), logx)
   return len(colors)
 
 
