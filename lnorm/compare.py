@@ -180,8 +180,11 @@ def compare(runs: Sequence[Run], metric: str, baseline: str = DEFAULT_BASELINE,
   fields = parse_baseline(baseline)
   _check(runs, metric, fields)
 
-  # The baseline's fields first, so that a field they determine is what is dropped.
+  # The baseline's fields first, so that a field they determine is what is dropped;
+  # then the experiment, so that runs of two experiments are told apart by it and not
+  # by a field only one of them has (the attentive reader's data.corpus).
   settings = [{**{k: r.config.get(k) for k in fields},
+               "experiment": r.config.get("experiment"),
                **{k: v for k, v in r.config.items() if not runs_lib.is_seed(k)}}
               for r in runs]
   keys = runs_lib.distinguishing_keys(settings, ignore=runs_lib.LABEL_IGNORE)

@@ -1,9 +1,11 @@
 """Curves from ``metrics.jsonl``: any metric against step or epoch, and the papers'
-figures by name.
+figures by name (``FIGURES``), each in the paper's layout and against its horizontal
+axis.
 
 Runs are found by their ``metrics.jsonl`` (a run directory, or any directory above
-several, such as a sweep's). Each line is labelled by the config fields in which its
-run differs from the others (``config.json``), else by its directory name. Figures
+several, such as a sweep's). Each line is labelled by its run's experiment when
+several are plotted and by the config fields in which its run differs from the others
+of its experiment (``lnorm.runs.label_runs``), else by its directory name. Figures
 are written as PNG and SVG with matplotlib's non-interactive Agg backend, so they
 work on a headless machine and in tests.
 """
@@ -11,8 +13,11 @@ work on a headless machine and in tests.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
+import re
+import textwrap
 from typing import Any, Mapping, Sequence
 
 from lnorm import compare
@@ -44,28 +49,67 @@ def _draw(ax, runs: Sequence[Run], metric: str, x: str, logy: bool, title: str =
           target: str | None = None) -> int:
   """One line per run that logged ``metric``; with ``target`` (a baseline such as
   ``norm=none``) also the baseline's best and where each run first reaches it."""
-  colors = {}
+  colors = _draw_lines(ax, runs, metric, x)
+  if target and colors and not _derived(metric):
+    _draw_target(ax, [r for r in runs if r.path in colors and r.records(metric)], metric, x,
+                 target, colors)
+  _finish_axes(ax, metric, x, logy, title or metric, bool(colors))
+  return len(colors)
+
+
+def _draw_lines(ax, runs: Sequence[Run], metric: str, x: str, name: str = "",
+                style: str = "-", colors: Mapping[str, str] | None = None,
+                logx: bool = False) -> dict[str, str]:
+  """Draws ``metric`` of each run that logged it, labelled by the run (and ``name``),
+  in the run's colour from ``colors`` if it has one; returns run path -> colour."""
+  drawn = {}
   for r in runs:
-    xs, ys = r.series(metric, x)
+    xs, ys = series(r, metric, x)
+    if logx:  # Steps start at 1; a point at 0 has no place on a log axis.
+      xs, ys = [a for a in xs if a > 0], [b for a, b in zip(xs, ys) if a > 0]
     if not xs:
       continue
     marker = "o" if len(xs) <= 30 else None
-    (line,) = ax.plot(xs, ys, label=r.label, marker=marker, markersize=3)
-    colors[r.path] = line.get_color()
-  if target and colors:
-    _draw_target(ax, [r for r in runs if r.path in colors and r.records(metric)], metric, x,
-                 target, colors)
-  if logy and colors:
+    color = (colors or {}).get(r.path)
+    (line,) = ax.plot(xs, ys, style, label=f"{r.label} {name}".strip(), marker=marker,
+                      markersize=3, color=color)
+    drawn[r.path] = line.get_color()
+  return drawn
+
+
+def _finish_axes(ax, ylabel: str, x: str, logy: bool, title: str, drawn: bool,
+                 logx: bool = False) -> None:
+  if logy and drawn:
     ax.set_yscale("log")
     from matplotlib.ticker import NullFormatter  # pylint: disable=g-import-not-at-top
     ax.yaxis.set_minor_formatter(NullFormatter())  # Crowded labels on a narrow range.
-  ax.set_xlabel(x)
-  ax.set_ylabel(metric)
-  ax.set_title(title or metric)
+  if logx and drawn:
+    ax.set_xscale("log")
+  ax.set_xlabel("updates" if x == "step" else x)
+  ax.set_ylabel(ylabel)
+  ax.set_title(title)
   ax.grid(True, alpha=0.3)
-  if colors:
+  if drawn:
     ax.legend(fontsize="small")
-  return len(colors)
+
+
+#: A derived metric: ``exp(validation/token_nll)`` is the perplexity of a run that
+#: logged only the per-token NLL.
+_DERIVED = re.compile(r"^exp\((?P<metric>[^()]+)\)$")
+
+
+def _derived(metric: str) -> re.Match | None:
+  return _DERIVED.match(metric)
+
+
+def series(run: Run, metric: str, x: str) -> tuple[list[float], list[float]]:
+  """``run.series``, and for ``exp(m)`` the exponential of ``m``'s series (overflow to
+  infinity, which matplotlib leaves out)."""
+  derived = _derived(metric)
+  if not derived:
+    return run.series(metric, x)
+  xs, ys = run.series(derived["metric"], x)
+  return xs, [math.exp(y) if y < 700 else math.inf for y in ys]
 
 
 def _draw_target(ax, runs: Sequence[Run], metric: str, x: str, baseline: str,
@@ -88,7 +132,9 @@ def plot_metrics(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str =
   """One panel per metric, one line per run; returns the PNG and SVG paths.
 
   ``target``: a baseline (``norm=none``) whose best value each panel draws as a line,
-  with a star where each run first reaches it (see ``lnorm.compare``).
+  with a star where each run first reaches it (see ``lnorm.compare``). Without a
+  ``title``, runs of one experiment are titled by it (the legend then names only what
+  differs between them).
   """
   if x not in ("epoch", "step"):
     raise UserError(f"--x must be 'epoch' or 'step', not {x!r}.")
@@ -101,6 +147,8 @@ def plot_metrics(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str =
     plt.close(fig)
     available = sorted({k for r in runs for p in r.points for k in p if k not in ("step", "epoch")})
     raise UserError(f"No run logged {', '.join(metrics)}. Metrics found: {', '.join(available)}.")
+  experiments = {r.config.get("experiment") for r in runs} - {None}
+  title = title or (experiments.pop() if len(experiments) == 1 else "")
   if title:
     fig.suptitle(title)
   return _save(fig, out)
@@ -110,11 +158,26 @@ def plot_metrics(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str =
 
 
 @dataclasses.dataclass(frozen=True)
+class Line:
+  """A second quantity drawn in a panel for each run, e.g. the training NLL beside the
+  held-out one, in the run's colour with its own style and name."""
+  metrics: tuple[str, ...]  # Candidates, chosen as Panel.metrics are.
+  name: str
+  style: str = "--"
+
+
+@dataclasses.dataclass(frozen=True)
 class Panel:
-  metrics: tuple[str, ...]  # The first one a run logged is drawn.
+  # Candidates: the first that some run logged at two or more points is drawn (else
+  # the first logged at all), so that a test metric logged once at the end does not
+  # displace a validation metric logged along the way. ``exp(m)``: m's exponential.
+  metrics: tuple[str, ...]
   where: Mapping[str, Any]  # Config fields a run must have, e.g. {"batch_size": 128}.
   title: str
   logy: bool = False
+  name: str = ""  # The main line's name beside the run's label, when there are others.
+  lines: tuple[Line, ...] = ()
+  missing: str = ""  # What a run must do to log this panel's metric.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,9 +186,55 @@ class Figure:
   description: str
   panels: tuple[Panel, ...]
   columns: int = 2
+  x: str = "epoch"  # The paper's horizontal axis: 'epoch' or 'step' (updates).
+  logx: bool = False
 
+
+_SENTENCE_EVAL = ("not evaluated: set --config.periodic_eval_every_steps=N (and {task} in "
+                  "--config.sentence_eval.tasks), or run `lnorm evaluate`")
 
 FIGURES = {
+    "ln-fig1": Figure(
+        "order_embeddings",
+        "LN paper Figure 1: order-embeddings, image retrieval Recall@K on the validation "
+        "set against updates (the paper evaluated every 300), with and without LN.",
+        tuple(Panel((f"validation/image_r{k}",), {}, f"image retrieval R@{k} (validation)")
+              for k in (1, 5, 10)),
+        columns=3, x="step"),
+    "ln-fig2": Figure(
+        "attentive_reader",
+        "LN paper Figure 2: the attentive reader, validation error against updates for "
+        "the LSTM, BN-LSTM, BN-everywhere and LN-LSTM.",
+        (Panel(("validation/error",), {}, "validation error rate"),),
+        columns=1, x="step"),
+    "ln-fig3": Figure(
+        "skip_thoughts",
+        "LN paper Figure 3: skip-thought vectors, downstream scores of the encoder against "
+        "updates (the paper evaluated every 50k), and the validation perplexity.",
+        (Panel(("eval/sick_pearson",), {}, "SICK (r)",
+               missing=_SENTENCE_EVAL.format(task="sick")),
+         Panel(("eval/sick_mse",), {}, "SICK (MSE)", missing=_SENTENCE_EVAL.format(task="sick")),
+         *(Panel((f"eval/{task}_accuracy",), {}, name,
+                 missing=_SENTENCE_EVAL.format(task=task))
+           for task, name in (("mr", "MR"), ("cr", "CR"), ("subj", "SUBJ"), ("mpqa", "MPQA"))),
+         Panel(("validation/perplexity", "exp(validation/token_nll)"), {},
+               "validation perplexity",
+               missing="logged when validation is in --config.eval_splits, as by "
+               "default")),
+        columns=3, x="step"),
+    "ln-fig4": Figure(
+        "draw",
+        "LN paper Figure 4: DRAW on binarized MNIST, the test variational bound (nats) per "
+        "epoch for the baseline, WN and LN.",
+        (Panel(("test/nll_bound", "test/bound", "test/nll"), {}, "test variational bound (nats)"),),
+        columns=1),
+    "ln-fig5": Figure(
+        "handwriting",
+        "LN paper Figure 5: handwriting generation, negative log-likelihood (nats per line) "
+        "against updates on a log scale, held-out and training, with and without LN.",
+        (Panel(("test/nll", "validation/nll"), {}, "negative log-likelihood (nats per line)",
+               name="held out", lines=(Line(("train/nll",), "train"),)),),
+        columns=1, x="step", logx=True),
     "ln-fig6": Figure(
         "perm_mnist",
         "LN paper Figure 6: permutation-invariant MNIST, train NLL and test error per "
@@ -134,12 +243,6 @@ FIGURES = {
          Panel(("test/error",), {"batch_size": 128}, "test error, batch 128"),
          Panel(("train/nll", "train/loss"), {"batch_size": 4}, "train NLL, batch 4", True),
          Panel(("test/error",), {"batch_size": 4}, "test error, batch 4"))),
-    "ln-fig4": Figure(
-        "draw",
-        "LN paper Figure 4: DRAW on binarized MNIST, the test variational bound (nats) per "
-        "epoch for the baseline, WN and LN.",
-        (Panel(("test/nll_bound", "test/bound", "test/nll"), {}, "test variational bound (nats)"),),
-        columns=1),
     "bln-cifar": Figure(
         "bln_cifar",
         "BLN paper sec. 4: CIFAR-10 LeNet-5, test error per epoch for BLN, BN and LN at "
@@ -159,29 +262,53 @@ def _matches(run: Run, where: Mapping[str, Any]) -> bool:
   return all(k in run.config and str(run.config[k]) == str(v) for k, v in where.items())
 
 
-def plot_figure(name: str, runs: Sequence[Run], out: str, x: str = "epoch",
+def _choose(candidates: Sequence[str], runs: Sequence[Run], x: str) -> str:
+  """The candidate metric to draw (see Panel.metrics)."""
+  points = {m: max((len(series(r, m, x)[0]) for r in runs), default=0) for m in candidates}
+  return next((m for m in candidates if points[m] >= 2),
+              next((m for m in candidates if points[m]), candidates[0]))
+
+
+def _of_experiment(name: str, spec: Figure, runs: Sequence[Run]) -> list[Run]:
+  """The runs of the figure's experiment (runs without a config count as such);
+  a UserError naming the experiments found when there are none, a warning naming
+  the runs left out otherwise."""
+  mine = [r for r in runs if r.config.get("experiment", spec.experiment) == spec.experiment]
+  others = [r for r in runs if r not in mine]
+  found = sorted({str(r.config.get("experiment")) for r in others})
+  if not mine:
+    raise UserError(
+        f"Figure {name} needs runs of experiment {spec.experiment!r}; the runs given are "
+        f"of {', '.join(found)} ({', '.join(r.path for r in others[:3])}"
+        f"{', ...' if len(others) > 3 else ''}). Figures for those: "
+        f"{', '.join(n for e in found for n in figures_for(e)) or 'none'}.")
+  if others:
+    logging.warning("Figure %s: left out %d runs of %s, not %s.", name, len(others),
+                    ", ".join(found), spec.experiment)
+  return mine
+
+
+def plot_figure(name: str, runs: Sequence[Run], out: str, x: str | None = None,
                 target: str | None = None) -> list[str]:
-  """Lays out the paper's figure ``name`` (see FIGURES) from ``runs``; ``target`` as in
-  :func:`plot_metrics`, per panel."""
+  """Lays out the paper's figure ``name`` (see FIGURES) from ``runs``, against the
+  paper's horizontal axis unless ``x`` says otherwise; ``target`` as in
+  :func:`plot_metrics`, per panel. A panel no run logged says so; the figure fails
+  only when no panel has data."""
   if name not in FIGURES:
     raise UserError(f"Unknown figure {name!r}. Figures: {', '.join(sorted(FIGURES))}.")
   spec = FIGURES[name]
-  runs = [r for r in runs if r.config.get("experiment", spec.experiment) == spec.experiment]
-  if not runs:
-    raise UserError(f"Figure {name} needs runs of experiment {spec.experiment!r}; none found.")
+  x = x or spec.x
+  runs = _of_experiment(name, spec, runs)
   plt = _pyplot()
   cols = min(spec.columns, len(spec.panels))
   rows = math.ceil(len(spec.panels) / cols)
   fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), squeeze=False)
   drawn = 0
   for ax, panel in zip(axes.flat, spec.panels):
-    chosen = [r for r in runs if _matches(r, panel.where)]
-    label_runs([r for r in chosen])  # Within a panel, only what differs there.
-    metric = next((m for m in panel.metrics if any(r.series(m, x)[0] for r in chosen)),
-                  panel.metrics[0])
-    n = _draw(ax, chosen, metric, x, panel.logy, panel.title, target)
+    n = _draw_panel(ax, panel, [r for r in runs if _matches(r, panel.where)], x, spec.logx,
+                    target)
     if not n:
-      ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
+      _say_empty(ax, panel)
     drawn += n
   for ax in list(axes.flat)[len(spec.panels):]:
     ax.set_visible(False)
@@ -190,10 +317,38 @@ def plot_figure(name: str, runs: Sequence[Run], out: str, x: str = "epoch",
     plt.close(fig)
     wanted = "; ".join(f"{p.title}: {', '.join(p.metrics)}"
                        + (f" at {dict(p.where)}" if p.where else "") for p in spec.panels)
-    raise UserError(f"Figure {name}: no run matches any panel ({wanted}).")
+    logged = sorted({k for r in runs for p in r.points for k in p if k not in ("step", "epoch")})
+    raise UserError(f"Figure {name}: no run matches any panel ({wanted}). The runs logged: "
+                    f"{', '.join(logged) or 'nothing'}.")
   fig.suptitle(spec.description, fontsize="small", wrap=True)
   fig.tight_layout()
   return _save(fig, out)
+
+
+def _say_empty(ax, panel: Panel) -> None:
+  """Writes into an empty panel what no run logged, and what would log it."""
+  why = [f"no run logged {' or '.join(panel.metrics)}"] + (
+      [f"({panel.missing})"] if panel.missing else [])
+  ax.text(0.5, 0.5, "\n".join(textwrap.fill(w, 36) for w in why), ha="center",
+          va="center", transform=ax.transAxes, fontsize="small")
+  ax.set_xticks([])
+  ax.set_yticks([])
+
+
+def _draw_panel(ax, panel: Panel, runs: Sequence[Run], x: str, logx: bool,
+                target: str | None) -> int:
+  """The panel's main metric (and its other lines) for ``runs``; how many runs drew."""
+  label_runs(runs)  # Within a panel, only what differs there.
+  metric = _choose(panel.metrics, runs, x)
+  if not panel.lines and not logx:
+    return _draw(ax, runs, metric, x, panel.logy, panel.title, target)
+  colors = _draw_lines(ax, runs, metric, x, panel.name, "-", logx=logx)
+  drawn = [metric]
+  for line in panel.lines:
+    drawn.append(_choose(line.metrics, runs, x))
+    _draw_lines(ax, runs, drawn[-1], x, line.name, line.style, colors, logx)
+  _finish_axes(ax, ", ".join(drawn), x, panel.logy, panel.title, bool(colors), logx)
+  return len(colors)
 
 
 def figures_for(experiment: str | None) -> list[str]:

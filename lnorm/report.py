@@ -3,9 +3,10 @@
 A run is finished when its epoch records reach the length its config asks for
 (``num_epochs``, or ``max_steps`` updates).
 Each row is one (run setting, metric): the paper's value and its source
-(``lnorm.results``), the measured final value (and the best epoch's), where the data
-came from and how much of it, and the epochs run against the paper's. Runs on
-synthetic data, or on fewer training examples than the full dataset, are marked.
+(``lnorm.results``), the measured final value, the best value over every evaluation
+with the epoch it was logged at, where the data came from and how much of it, and
+the epochs run against the paper's. Runs on synthetic data, or on fewer training
+examples than the full dataset, are marked.
 
 When an experiment's finished runs differ in the normalizer, a section "Updates to
 target" follows (``lnorm.compare``): on the experiment's main held-out metric, the
@@ -40,10 +41,16 @@ class Row:
   paper: str
   source: str
   measured: str
-  best: str
+  best: str  # The best value over every evaluation (see _best).
   data: str
   epochs: str
   run: str
+  best_epoch: str = ""  # Where the best value was logged.
+
+  @property
+  def best_at(self) -> str:
+    """The best value and, in brackets, the epoch it was logged at."""
+    return f"{self.best} ({self.best_epoch})" if self.best_epoch else self.best
 
 
 def _finished(run: Run) -> bool:
@@ -81,15 +88,21 @@ def _fmt(v: float | None) -> str:
   return f"{v:.4g}"
 
 
-def _best(run: Run, metric: str) -> float | None:
-  """Over the records ``lnorm compare`` takes its best from (mid-epoch evaluations
-  included), so that the report's best and the comparison's target agree."""
+def _best(run: Run, metric: str) -> tuple[float | None, float | None]:
+  """(best value, the epoch it was logged at) over the records ``lnorm compare`` takes
+  its best from (mid-epoch evaluations included), so that the report's best and the
+  comparison's target agree; the first such point where several tie."""
   source = run.epochs if runs_lib.is_training_metric(metric) else run.points
-  values = [results.metric_value(r, metric) for r in source]
-  values = [v for v in values if v is not None and math.isfinite(v)]
-  if not values:
-    return None
-  return (min if runs_lib.lower_is_better(metric) else max)(values)
+  found = [(results.metric_value(r, metric), r.get("epoch")) for r in source]
+  found = [(v, e) for v, e in found if v is not None and math.isfinite(v)]
+  if not found:
+    return None, None
+  sign = 1 if runs_lib.lower_is_better(metric) else -1
+  return min(found, key=lambda ve: sign * ve[0])
+
+
+def _epoch(epoch: float | None) -> str:
+  return "" if not isinstance(epoch, (int, float)) else f"{round(float(epoch), 2):g}"
 
 
 def _measured(run: Run, metric: str) -> float | None:
@@ -161,14 +174,15 @@ def collect(paths: Sequence[str]) -> Report:
           (m, None) for m in _default_metrics(run)]
       for metric, p in metrics:
         measured = _measured(run, metric)
+        best, best_epoch = _best(run, metric)
         paper_epochs = f" (paper: {p.paper_epochs})" if p and p.paper_epochs else ""
         paper = "—" if p is None else (_fmt(p.value) if p.value is not None else
                                        f"not given ({p.note})")
         rows.append(Row(
             experiment=experiment, setting=run.label, metric=metric, paper=paper,
             source=p.source if p else "no published number",
-            measured=_fmt(measured), best=_fmt(_best(run, metric)), data=data,
-            epochs=f"{epochs_run}{paper_epochs}", run=run.path))
+            measured=_fmt(measured), best=_fmt(best), best_epoch=_epoch(best_epoch),
+            data=data, epochs=f"{epochs_run}{paper_epochs}", run=run.path))
         for variant, value in _reference_variants(run, metric):
           rows.append(Row(
               experiment=experiment, setting=f"{run.label}, {variant}", metric=metric,
@@ -207,7 +221,8 @@ def _updates_to_target(experiment: str, runs: Sequence[Run]) -> Comparisons:
 
 COLUMNS = (("experiment", "experiment"), ("setting", "setting"), ("metric", "metric"),
            ("paper", "paper"), ("source", "source"), ("measured", "measured (final)"),
-           ("best", "best epoch"), ("data", "data: source, amount"), ("epochs", "epochs run"))
+           ("best_at", "best (at epoch)"), ("data", "data: source, amount"),
+           ("epochs", "epochs run"))
 
 
 def markdown(rows: Sequence[Row], unfinished: Sequence[str] = (),

@@ -313,14 +313,50 @@ def load_runs(paths: Sequence[str]) -> list[Run]:
   return runs
 
 
+def used_settings(run: Run) -> dict[str, Any]:
+  """The config fields that say what ``run`` did: its flat config, with ``data.source``
+  the source the data record says it resolved to (a config's 'auto' does not say
+  whether a run trained on the full files or the embedded 4k digits)."""
+  settings = dict(run.config)
+  source = (run.data or {}).get("source")
+  if source:
+    settings["data.source"] = source
+  return settings
+
+
 def label_runs(runs: Sequence[Run]) -> None:
-  """Labels each run by the config fields that differ between ``runs``."""
-  keys = distinguishing_keys([r.config for r in runs], ignore=LABEL_IGNORE)
-  rank = {k: i for i, k in enumerate(runs[0].key_order)} if runs else {}
-  # A sweep's order, else the config's, with the seed last: "norm=ln,seed=1".
-  keys.sort(key=lambda k: (rank.get(k, len(rank)), is_seed(k)))
-  labels = [setting_name(r.config, keys) for r in runs] if keys else []
-  if not labels or len(set(labels)) < len(runs) or not all(labels):
-    labels = [r.name for r in runs]
-  for r, label in zip(runs, labels):
-    r.label = label
+  """Labels each run by what tells it apart from the others: its experiment, when the
+  runs span several, and the config fields that differ among the runs of that
+  experiment ("skip_thoughts: norm=ln,seed=1"); with one experiment the fields alone
+  ("norm=ln,batch_size=4"). Fields are compared within an experiment, never across
+  experiments, where a field one experiment has and another lacks (the attentive
+  reader's ``data.corpus``) says nothing the experiment does not. Runs that no field
+  tells apart are labelled by their directory."""
+  groups: dict[str, list[Run]] = {}
+  for r in runs:
+    groups.setdefault(str(r.config.get("experiment", "")), []).append(r)
+  several = len(groups) > 1
+  for experiment, group in groups.items():
+    labels = _setting_labels(group)
+    if labels is None or (not several and not all(labels)):
+      labels = [r.name for r in group]
+    for r, label in zip(group, labels):
+      prefix = experiment if several and experiment else ""
+      r.label = f"{prefix}: {label}" if prefix and label else (prefix or label or r.name)
+
+
+def _setting_labels(runs: Sequence[Run]) -> list[str] | None:
+  """``setting_name`` of each run over the fewest distinguishing fields, or None when
+  no fields tell the runs apart. Fields every run has come first; fields only some
+  runs have (an older config without a newer field) only when needed."""
+  settings = [used_settings(r) for r in runs]
+  shared = [{k: v for k, v in s.items() if all(k in t for t in settings)} for s in settings]
+  rank = {k: i for i, k in enumerate(runs[0].key_order)}
+  for candidate in (shared, settings):
+    keys = distinguishing_keys(candidate, ignore=LABEL_IGNORE)
+    # A sweep's order, else the config's, with the seed last: "norm=ln,seed=1".
+    keys.sort(key=lambda k: (rank.get(k, len(rank)), is_seed(k)))
+    labels = [setting_name(s, keys) if keys else "" for s in candidate]
+    if len(set(labels)) == len(runs):
+      return labels
+  return None

@@ -1,7 +1,10 @@
 """Test-wide settings: no wandb traffic; a fixture for exact NumPy comparisons; the
 ``real_data`` marker for tests that read the real datasets."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import jax
 import pytest
@@ -12,6 +15,10 @@ pytest_plugins = ("pytester",)  # tests/test_data_real.py runs the marker in a s
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("WANDB_SILENT", "true")
+# Decoded-data caches of the tests go to a folder of their own, removed at exit, never
+# into the developer's ~/.cache/lnorm; tests of the cache's location set their own.
+os.environ["LNORM_CACHE_DIR"] = tempfile.mkdtemp(prefix="lnorm-test-cache-")
+atexit.register(shutil.rmtree, os.environ["LNORM_CACHE_DIR"], ignore_errors=True)
 
 #: Set to 1 (CI does) to make a missing real dataset fail its tests instead of
 #: skipping them, so that a wrong data directory cannot pass as green.

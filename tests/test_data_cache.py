@@ -1,5 +1,6 @@
-"""The decoded-array cache key: it changes with the archive and with the decoder's
-source code, so an edited decoder never reads arrays decoded by its old version."""
+"""The decoded-array cache: its key changes with the archive's content and with the
+decoder's source code, so an edited decoder never reads arrays decoded by its old
+version; it lives in the user's cache folder and never writes into the data directory."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import sys
 
 import pytest
 
+from lnorm import cli
+from lnorm import data
 from lnorm.data import cache, cifar10, image_folder, imdb
+from tests.test_data_iamondb import forms_fixture, write_tree
 
 DECODER = '''
 def decode(data):
@@ -53,8 +57,27 @@ def test_key_changes_with_the_archive_and_the_version(tmp_path, archive):
   original = key()
   assert key() == original and os.path.dirname(original) == str(tmp_path)
   assert key("Pillow 0.0") != original
-  os.utime(archive, ns=(0, 0))
+  with open(archive, "wb") as f:
+    f.write(b"DATA")
   assert key() != original
+
+
+def test_key_follows_the_bytes_not_the_size_and_time(tmp_path, archive):
+  """An edit that keeps the size and the modification time (a copy with `cp -p` or
+  `rsync -t` of a changed file) changes the key; touching the file, or moving it, does
+  not."""
+  key = lambda path: cache.key_path(str(tmp_path), "kind", path, decoder=(image_folder,))
+  original = key(archive)
+  stat = os.stat(archive)
+  with open(archive, "wb") as f:
+    f.write(b"date")  # Same size...
+  os.utime(archive, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # ... and time.
+  edited = key(archive)
+  assert edited != original
+  os.utime(archive, ns=(0, 0))
+  moved = str(tmp_path / "elsewhere.zip")
+  os.rename(archive, moved)
+  assert key(moved) == edited
 
 
 def test_key_of_a_folder_follows_the_files_inside_it(tmp_path):
@@ -82,7 +105,7 @@ def test_key_of_several_sources_follows_each(tmp_path, archive):
   key = lambda: cache.key_path(str(tmp_path), "kind", (archive, str(second)),
                                decoder=(image_folder,))
   original = key()
-  os.utime(second, ns=(0, 0))
+  second.write_bytes(b"TEXT")
   assert key() != original
 
 
@@ -94,3 +117,70 @@ def test_the_real_decoders_are_part_of_their_keys():
   assert tokenizer != cache.code_fingerprint((imdb, imdb.text))
   with pytest.raises(TypeError, match="modules"):
     cache.code_fingerprint((imdb.tokenize_corpus,))
+
+
+def test_cache_dir_honours_the_config_then_the_environment_in_order(tmp_path, monkeypatch):
+  monkeypatch.setenv("HOME", str(tmp_path / "home"))
+  monkeypatch.delenv("LNORM_CACHE_DIR", raising=False)
+  monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+  data_dir = str(tmp_path / "data")
+  assert cache.cache_dir({}, data_dir) == str(tmp_path / "home" / ".cache" / "lnorm")
+  monkeypatch.setenv("XDG_CACHE_HOME", "relative/xdg")  # Invalid by the spec: ignored.
+  assert cache.cache_dir() == str(tmp_path / "home" / ".cache" / "lnorm")
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+  assert cache.cache_dir({}, data_dir) == str(tmp_path / "xdg" / "lnorm")
+  monkeypatch.setenv("LNORM_CACHE_DIR", str(tmp_path / "lnorm_cache"))
+  assert cache.cache_dir({}, data_dir) == str(tmp_path / "lnorm_cache")
+  assert cache.cache_dir({"cache_dir": str(tmp_path / "configured")}, data_dir) == str(
+      tmp_path / "configured")
+
+
+def _snapshot(root):
+  """Every path below ``root`` with its modification time (files and folders)."""
+  out = {}
+  for folder, dirs, files in os.walk(root):
+    for name in dirs + files:
+      path = os.path.join(folder, name)
+      out[os.path.relpath(path, root)] = os.stat(path).st_mtime_ns
+  return out
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_the_data_directory_stays_untouched(tmp_path, monkeypatch, read_only):
+  """Parsing IAM-OnDB caches it in $XDG_CACHE_HOME/lnorm, not beside the data, whether
+  or not the data directory could be written; a read-only one works."""
+  data_dir = tmp_path / "data"
+  write_tree(data_dir / "iamondb", forms_fixture(4))
+  monkeypatch.delenv("LNORM_CACHE_DIR", raising=False)
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+  monkeypatch.setenv("HOME", str(tmp_path / "home"))
+  if read_only:
+    for folder, dirs, files in os.walk(data_dir):
+      for name in files:
+        os.chmod(os.path.join(folder, name), 0o444)
+      os.chmod(folder, 0o555)
+  before = _snapshot(data_dir)
+  config = {"data_dir": str(data_dir), "source": "files", "validation_fraction": 0.25,
+            "test_fraction": 0.25}
+  try:
+    decoded = data.load("iamondb", config)
+    (entry,) = os.listdir(tmp_path / "xdg" / "lnorm")
+    assert entry.startswith("iamondb-") and entry.endswith(".npz")
+    cached = data.load("iamondb", config)
+  finally:
+    for folder, _, _ in os.walk(data_dir):
+      os.chmod(folder, 0o755)
+  assert _snapshot(data_dir) == before
+  assert not os.path.exists(tmp_path / "home")
+  assert decoded.num_examples("train") == cached.num_examples("train") > 0
+
+
+def test_train_help_says_where_the_cache_lives_and_how_to_clear_it(capsys):
+  with pytest.raises(SystemExit) as exit_:
+    cli.main(["train", "--help"])
+  assert exit_.value.code == 0
+  text = " ".join(capsys.readouterr().out.split())
+  assert ("in $LNORM_CACHE_DIR if set, else $XDG_CACHE_HOME/lnorm, else ~/.cache/lnorm; "
+          "never in the data directory") in text
+  assert "--config.data.cache_dir" not in text  # Not a config field.
+  assert "To clear it, delete the folder" in text

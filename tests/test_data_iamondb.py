@@ -178,6 +178,49 @@ def test_files_source_pairs_lines_splits_by_form_and_scales(tmp_path, archived):
     np.testing.assert_array_equal(again.splits["train"]["strokes"], ds.splits["train"]["strokes"])
 
 
+@pytest.mark.parametrize("archived", [False, True])
+def test_a_missing_transcription_file_is_named_apart_from_lines_without_csr(
+    tmp_path, caplog, archived):
+  """Deleting one form's ascii file drops its lines; the warning and the notes (which
+  go into config.json) name them and say why, apart from the stroke files that have
+  no CSR line in a transcription that is there."""
+  root = tmp_path / "iamondb"
+  write_tree(root, forms_fixture(4))
+  config = {"data_dir": str(tmp_path), "source": "files", "cache_dir": str(tmp_path / "cache"),
+            "validation_fraction": 0.25, "test_fraction": 0.25}
+  complete = data.load("iamondb", config)
+  os.remove(root / "ascii/a02/a02-000/a02-000u.txt")
+  if archived:
+    tar_dir(str(root / "lineStrokes"), str(root / iamondb.STROKES_ARCHIVE))
+    tar_dir(str(root / "ascii"), str(root / iamondb.ASCII_ARCHIVE))
+    for sub in ("lineStrokes", "ascii"):
+      os.rename(root / sub, tmp_path / f"moved_{sub}")
+  for attempt in ("parsed", "cached"):
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="lnorm.data.iamondb"):
+      ds = data.load("iamondb", config)
+    assert sum(ds.num_examples(s) for s in ds.splits) == 6, attempt  # 3 forms x 2 lines.
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    for text in (warning, ds.notes, ds.describe()["notes"]):
+      assert ("3 stroke files skipped because their form's transcription file "
+              "ascii/<...>/<form>.txt is missing, in 1 form: a02-000u (a02-000u-01, "
+              "a02-000u-02, a02-000u-03)") in text
+      # The other three forms' third stroke files have no CSR line: another reason.
+      assert ("3 stroke files without a CSR transcription line skipped: their form's "
+              "transcription has fewer CSR lines") in text
+      assert "a00-000u-03, a01-000u-03, a03-000u-03" in text
+  assert "missing" not in complete.notes
+  assert "4 stroke files without a CSR transcription line skipped" in complete.notes
+
+
+def test_describe_skipped_counts_what_it_does_not_name():
+  assert iamondb.describe_skipped([], []) == ""
+  many = [f"a00-000u-{i:02d}" for i in range(1, 31)]
+  text = iamondb.describe_skipped([], many)
+  assert text.startswith("30 stroke files without a CSR transcription line skipped")
+  assert text.endswith("a00-000u-20 and 10 more") and "a00-000u-21" not in text
+
+
 def test_files_source_malformed_xml_names_the_member(tmp_path):
   root = tmp_path / "iamondb"
   write_tree(root, forms_fixture(2))

@@ -178,6 +178,16 @@ def test_missing_data_dir_is_said():
     data.load("imdb", config(source="files"))
 
 
+def test_auto_says_why_it_passed_over_each_source_in_single_parentheses():
+  ds = data.load("mnist", config())
+  assert ds.source == "embedded"
+  assert ds.resolution == [
+      f"tfds: not available (TFDS 'mnist' in {NO_TFDS}: not prepared)",
+      "files: not available (no data directory: neither data_config.data_dir nor "
+      "$LNORM_DATA_DIR is set)",
+      "embedded: used"]
+
+
 def test_unknown_name_or_source():
   with pytest.raises(ValueError, match="valid datasets: mnist, binarized_mnist, cifar10, imdb"):
     data.load("svhn", {})

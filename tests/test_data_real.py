@@ -177,3 +177,24 @@ def test_cifar10_jpeg_zip(fresh_cache):
         assert test["label"][1000 * label + k] == label
         np.testing.assert_array_equal(test["image"][1000 * label + k], expected,
                                       err_msg=names[k])
+
+
+# --- IAM-OnDB -------------------------------------------------------------------------
+
+IAMONDB_STROKES = ("iamondb", "lineStrokes-all.tar.gz")
+
+
+@pytest.mark.real_data(*IAMONDB_STROKES)
+def test_iamondb_names_the_lines_the_database_leaves_untranscribed(fresh_cache):
+  """12,195 stroke files: 8 have no CSR line in their form's transcription (7 of them
+  in form z01-000z), and every form has its transcription file; 31 lines with a
+  glitch offset are dropped."""
+  ds = load_fresh_then_cached("iamondb", fresh_cache)
+  notes = ds.describe()["notes"]
+  assert notes.startswith(
+      "8 stroke files without a CSR transcription line skipped: their form's "
+      "transcription has fewer CSR lines than the form has stroke files (the complete "
+      "database has 8 such lines): a08-551z-09, z01-000z-02, z01-000z-03, z01-000z-04, "
+      "z01-000z-05, z01-000z-06, z01-000z-07, z01-000z-08;")
+  assert "transcription file" not in notes
+  assert sum(ds.describe()["num_examples"].values()) == 12195 - 8 - 31

@@ -1,10 +1,13 @@
 """The TFDS sources under tfds.testing.mock_data: structure and dtypes, no TensorFlow."""
 
+import logging
+
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
 from lnorm import data
+from lnorm.data import tfds_source
 
 MOCK = dict(num_examples=12, policy=tfds.testing.MockPolicy.USE_CODE)
 
@@ -77,3 +80,21 @@ def test_tfds_failure_says_how_to_fix(monkeypatch):
   monkeypatch.setattr(tfds, "data_source", needs_tf)
   with pytest.raises(data.DataError, match=r"pip install tensorflow-cpu.*source=files"):
     data.load("mnist", {"source": "tfds"})
+
+
+@pytest.mark.parametrize("name", ["mnist", "imdb_reviews/plain_text"])
+def test_a_dataset_never_downloaded_is_passed_over_without_a_warning(tmp_path, caplog, name):
+  """TFDS itself warns "Variant folder .../mnist/3.0.1 has no dataset_info.json" about a
+  folder that does not exist; 'auto' asks only where a folder is, and says plainly why
+  it passes TFDS over."""
+  with caplog.at_level(logging.INFO):
+    assert not tfds_source.is_prepared(name, str(tmp_path))
+  assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+  folder = tmp_path / name.split("/")[0]
+  assert f"TFDS '{name}' is not prepared: no {folder} folder" in caplog.text
+  folder.mkdir()  # An incomplete copy: TFDS's warnings become one line of ours.
+  caplog.clear()
+  with caplog.at_level(logging.INFO):
+    assert not tfds_source.is_prepared(name, str(tmp_path))
+  assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+  assert f"{folder} holds no complete copy" in caplog.text

@@ -29,6 +29,18 @@ def fake_run(workdir, config, data, epochs, num_epochs=None):
                           **metrics}) + "\n")
 
 
+def sort_configs(root):
+  """Rewrites every config.json under ``root`` with its fields in alphabetical order,
+  as `lnorm train` writes them (so `data.corpus` comes before `experiment`)."""
+  for folder, _, files in os.walk(root):
+    if "config.json" in files:
+      path = os.path.join(folder, "config.json")
+      with open(path) as f:
+        record = json.load(f)
+      with open(path, "w") as f:
+        json.dump(record, f, sort_keys=True)
+
+
 FULL_MNIST = {"name": "mnist", "source": "files", "synthetic": False,
               "num_examples": {"train": 55000, "validation": 5000, "test": 10000}}
 EMBEDDED = {"name": "mnist", "source": "embedded", "synthetic": False,
@@ -56,6 +68,78 @@ def test_runs_are_labelled_by_what_differs(fig6_dir):
   labels = {r.label for r in runs}
   # steps_per_call does not change results and unbiased follows from batch_size.
   assert "norm=bn,batch_size=4" in labels and len(labels) == 7
+
+
+def test_runs_of_several_experiments_are_labelled_by_experiment_and_used_fields(tmp_path):
+  """`lnorm plot runs/ar runs/st` drew `data.corpus=cnn` for attentive-reader runs that
+  trained on the books: a field the skip-thoughts runs lack and that no run used."""
+  books = {"name": "cloze", "source": "cloze_books", "num_examples": {"train": 4407}}
+  for norm in ("none", "ln"):
+    fake_run(str(tmp_path / "ar" / norm),
+             {"experiment": "attentive_reader", "norm": norm, "data.corpus": "cnn",
+              "data.source": "cloze_books", "optimizer.learning_rate": 5e-4}, books,
+             [{"validation/error": 0.5}])
+    fake_run(str(tmp_path / "st" / norm),
+             {"experiment": "skip_thoughts", "norm": norm, "data.source": "files",
+              "optimizer.learning_rate": 2e-4}, {"name": "books", "source": "files"},
+             [{"validation/token_nll": 5.0}])
+  fake_run(str(tmp_path / "st" / "seed1"),
+           {"experiment": "skip_thoughts", "norm": "ln", "seed": 1, "data.source": "files",
+            "optimizer.learning_rate": 2e-4}, {"name": "books", "source": "files"},
+           [{"validation/token_nll": 5.0}])
+  sort_configs(tmp_path)
+  runs = load_runs([str(tmp_path / "ar"), str(tmp_path / "st")])
+  assert sorted(r.label for r in runs) == [
+      "attentive_reader: norm=ln", "attentive_reader: norm=none",
+      "skip_thoughts: norm=ln,seed=0", "skip_thoughts: norm=ln,seed=1",
+      "skip_thoughts: norm=none,seed=0"]
+  # One experiment alone: the fields that differ, as before.
+  assert sorted(r.label for r in load_runs([str(tmp_path / "ar")])) == ["norm=ln", "norm=none"]
+
+
+def test_a_run_is_labelled_by_the_data_it_trained_on_not_its_config_auto(tmp_path):
+  """Two runs of one config, source 'auto': one found the full MNIST files, the other
+  fell back to the embedded digits. That is what tells them apart."""
+  fake_run(str(tmp_path / "a"), {"norm": "ln", "data.source": "auto"}, FULL_MNIST,
+           [{"test/error": 0.1}])
+  fake_run(str(tmp_path / "b"), {"norm": "ln", "data.source": "auto"}, EMBEDDED,
+           [{"test/error": 0.2}])
+  assert [r.label for r in load_runs([str(tmp_path)])] == [
+      "data.source=files", "data.source=embedded"]
+
+
+def test_plot_and_compare_print_those_labels(tmp_path, capsys):
+  for experiment in ("attentive_reader", "skip_thoughts"):
+    for norm in ("none", "ln"):
+      fake_run(str(tmp_path / experiment / norm),
+               {"experiment": experiment, "norm": norm,
+                **({"data.corpus": "cnn"} if experiment == "attentive_reader" else {})},
+               {}, [{"validation/error": 0.5 if norm == "none" else 0.4}])
+  sort_configs(tmp_path)
+  assert cli.main(["plot", str(tmp_path), "--metric", "validation/error",
+                   "--out", str(tmp_path / "curves")]) == 0
+  printed = capsys.readouterr().out
+  assert "attentive_reader: norm=ln" in printed and "corpus" not in printed
+  with open(tmp_path / "curves.svg") as f:
+    svg = f.read()
+  assert "skip_thoughts: norm=none" in svg and "corpus" not in svg
+  # Runs of one experiment: the legend names the norms, the title the experiment.
+  assert cli.main(["plot", str(tmp_path / "skip_thoughts"), "--metric", "validation/error",
+                   "--out", str(tmp_path / "st")]) == 0
+  with open(tmp_path / "st.svg") as f:
+    svg = f.read()
+  assert "skip_thoughts" in svg and "norm=ln" in svg and "skip_thoughts: norm" not in svg
+  assert cli.main(["compare", str(tmp_path), "--metric", "validation/error",
+                   "--json", str(tmp_path / "c.json")]) == 0
+  printed = capsys.readouterr().out
+  assert "Updates to target, validation/error, experiment=skip_thoughts" in printed
+  assert "corpus" not in printed
+  with open(tmp_path / "c.json") as f:
+    tables = json.load(f)
+  assert [t["context"] for t in tables] == ["experiment=attentive_reader",
+                                           "experiment=skip_thoughts"]
+  assert sorted(r["label"] for g in tables[1]["groups"] for r in g["per_run"]) == [
+      "skip_thoughts: norm=ln", "skip_thoughts: norm=none"]
 
 
 def test_epoch_axis_takes_mid_epoch_evaluations_but_not_running_train_losses(tmp_path):
@@ -153,6 +237,13 @@ def test_report_best_counts_mid_epoch_evaluations_as_compare_does(tmp_path):
   best = {r.metric: r.best for r in report.collect([workdir]).rows}
   # The mid-epoch test error counts; the mid-epoch train NLL is a running value.
   assert best == {"test/error": "0.05", "train/nll": "0.3"}
+  # The column says what it holds: the best value, and the epoch it was logged at.
+  table = report.collect([workdir]).markdown().splitlines()
+  header = [c.strip() for c in table[0].strip("|").split("|")]
+  assert header[6] == "best (at epoch)" and "best epoch" not in header
+  cells = {row.split("|")[3].strip(): [c.strip() for c in row.strip("|").split("|")]
+           for row in table[2:] if row.startswith("| perm_mnist")}
+  assert cells["test/error"][6] == "0.05 (1.5)" and cells["train/nll"][6] == "0.3 (2)"
 
 
 def test_report_has_updates_to_target_per_batch_size(fig6_dir, capsys):

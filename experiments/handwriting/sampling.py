@@ -10,6 +10,7 @@ exceeds the weight of every character (Graves's rule), or after ``max_steps``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 import flax.linen as nn
@@ -19,7 +20,25 @@ import numpy as np
 
 from experiments.handwriting.model import HandwritingSynthesis, WindowedLSTM
 from lnorm import mdn
+from lnorm.data import strokes as strokes_lib
 from lnorm.normalization import Dense
+
+_log = logging.getLogger(__name__)
+
+
+def text_ids(text: str, alphabet: str) -> np.ndarray:
+  """The ids of ``text`` over the model's ``alphabet``, with a warning that names the
+  characters outside it: they are written as the one 'other' symbol, which stood for
+  every rare character (digits, '!', accents) in training, so the model writes some
+  such character there, never the one asked for."""
+  outside = sorted({ch for ch in text if ch not in alphabet})
+  if outside:
+    _log.warning(
+        "%d character%s of the text %s outside the model's alphabet and will be written "
+        "as its 'other' symbol (some rare character, not the one asked for): %s. The "
+        "alphabet: %s", len(outside), "s" if len(outside) > 1 else "",
+        "are" if len(outside) > 1 else "is", ", ".join(map(repr, outside)), repr(alphabet))
+  return strokes_lib.encode_text(text, alphabet)
 
 
 def _lstm_step(cell: nn.Module, params, carry, x):

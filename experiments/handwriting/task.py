@@ -23,7 +23,6 @@ import jax.numpy as jnp
 from experiments.handwriting import pictures
 from experiments.handwriting import sampling
 from experiments.handwriting.model import HandwritingSynthesis, sequence_nll
-from lnorm.data import strokes as strokes_lib
 from lnorm.errors import UserError
 from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.checkpoint import restore_latest
@@ -94,7 +93,7 @@ class Task(BaseTask):
     return self._write(params, record, text, seed=seed, bias=bias, out_base=out_base)
 
   def _write(self, params, record, text, *, seed, bias, out_base) -> dict[str, str]:
-    ids = strokes_lib.encode_text(text, record["alphabet"])
+    ids = sampling.text_ids(text, record["alphabet"])
     if not len(ids):
       raise UserError("The text to write is empty.")
     # Lines average about 20 moves per character; leave room for slow writers.

@@ -2,6 +2,7 @@
 
   lnorm plot runs/fig6 --metric train/loss --metric test/error --out runs/fig6/curves
   lnorm plot runs/fig6 --figure ln-fig6 --out figures/ln-fig6
+  lnorm plot runs/hw_cpu --figure ln-fig5          # NLL against updates, log axis
   lnorm plot runs/a runs/b --metric train/loss --x step --log
   lnorm plot runs/draw --metric test/nll_bound --x step --target norm=none
 """
@@ -13,16 +14,31 @@ import argparse
 from lnorm.errors import UserError
 
 
+#: lnorm.plotting.FIGURES, listed here so that --help need not import lnorm.plotting
+#: (tests/test_paper_figures.py checks that it names every figure).
+FIGURE_HELP = (
+    "ln-fig1 (order_embeddings: image R@1, R@5, R@10 on validation against updates), "
+    "ln-fig2 (attentive_reader: validation error against updates), "
+    "ln-fig3 (skip_thoughts: SICK r and MSE, MR, CR, SUBJ, MPQA from periodic "
+    "evaluations, and validation perplexity, against updates), "
+    "ln-fig4 (draw: test bound per epoch), "
+    "ln-fig5 (handwriting: held-out and training NLL against updates, log axis), "
+    "ln-fig6 (perm_mnist: train NLL and test error at batch 128 and 4), "
+    "bln-cifar, bln-imdb (test error at batch 25 and 1)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("paths", nargs="+",
                       help="Run directories, or directories above them (e.g. a sweep's).")
   parser.add_argument("--metric", action="append", default=[],
                       help="A metric key of metrics.jsonl, e.g. test/error; repeat for "
                       "more panels. Default: the training loss and the test metrics.")
-  parser.add_argument("--figure", help="Lay out a paper's figure instead: ln-fig6, ln-fig4, "
-                      "bln-cifar, bln-imdb.")
-  parser.add_argument("--x", default="epoch", choices=("epoch", "step"),
-                      help="The horizontal axis (default epoch).")
+  parser.add_argument("--figure", metavar="NAME",
+                      help="Lay out a paper's figure instead, from runs of its experiment: "
+                      f"{FIGURE_HELP}. A panel that no run logged says what it needs.")
+  parser.add_argument("--x", default=None, choices=("epoch", "step"),
+                      help="The horizontal axis: epoch, or step (updates). Default: "
+                      "epoch, and for --figure the paper's axis.")
   parser.add_argument("--log", action="store_true", help="Log-scaled vertical axis.")
   parser.add_argument("--title", default="", help="A title above the panels.")
   parser.add_argument("--target", nargs="?", const="norm=none", default=None,
@@ -49,8 +65,8 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     paths = plotting.plot_figure(args.figure, runs, out, x=args.x, target=args.target)
   else:
     metrics = args.metric or plotting.default_metrics(runs)
-    paths = plotting.plot_metrics(runs, metrics, out, x=args.x, logy=args.log, title=args.title,
-                                  target=args.target)
+    paths = plotting.plot_metrics(runs, metrics, out, x=args.x or "epoch", logy=args.log,
+                                  title=args.title, target=args.target)
   print(f"{len(runs)} runs: {', '.join(r.label for r in runs)}")
   for p in paths:
     print(p)

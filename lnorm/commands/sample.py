@@ -14,7 +14,10 @@ import json
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--workdir", required=True, help="A run directory of `lnorm train`.")
-  parser.add_argument("--text", required=True, help="What to write.")
+  parser.add_argument("--text", required=True,
+                      help="What to write. Characters outside the model's alphabet "
+                      "(handwriting: a-z, A-Z, space, period, comma, double quote) are "
+                      "written as its 'other' symbol, with a warning that names them.")
   parser.add_argument("--bias", type=float, default=0.0,
                       help="Sampling bias (Graves 2013 eq. 61-62): 0 samples the model's "
                       "own distribution, larger values write more neatly.")

@@ -14,6 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "configs/perm_mnist.py:norm=ln,batch_size=4.")
   parser.add_argument("--workdir", required=True,
                       help="Where checkpoints, config.json and metrics.jsonl go.")
+  from lnorm.data import cache  # pylint: disable=g-import-not-at-top
+  parser.epilog = cache.HELP
 
 
 def load(config_spec: str, overrides: dict[str, str]):

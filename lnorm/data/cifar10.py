@@ -85,29 +85,28 @@ def find_files(data_dir: str | None) -> tuple[tuple[str, str] | None, list[str]]
 
 def load_files(config: Any, auto: bool) -> core.Dataset:
   del auto
-  found, data_dir = locate.find_or_raise(config, find_files, NAME, FILES_HELP, TFDS_NAME)
-  kind, path = found
+  (kind, path), _ = locate.find_or_raise(config, find_files, NAME, FILES_HELP, TFDS_NAME)
   notes = ""
   if kind == "pickle_dir":
     official = cifar_pickle.read_dir(path)
   elif kind == "pickle_tar":
     official = cifar_pickle.read_tar(path)
   else:
-    official, lossy = _read_image_folder(kind, path, config, data_dir)
+    official, lossy = _read_image_folder(kind, path, config)
     if lossy:
       notes = ("JPEG re-encoding of CIFAR-10 (lossy): accuracies are close to, not "
                "identical with, those on the original images")
   return _finish(official, config, "files", path, notes)
 
 
-def _read_image_folder(kind: str, path: str, config: Any, data_dir: str | None):
+def _read_image_folder(kind: str, path: str, config: Any):
   """Decodes an image-folder copy; zips go through the decoded-array cache."""
   if kind == "folder_dir":
     return image_folder.read_dir(path, _SPLITS, CLASS_NAMES, IMAGE_SHAPE)
   entry = None
   if cache.enabled(config):
     # The JPEG decoder's version is part of the key: another libjpeg may round differently.
-    entry = cache.key_path(cache.cache_dir(config, data_dir), NAME, path,
+    entry = cache.key_path(cache.cache_dir(config), NAME, path,
                            f"Pillow {PIL.__version__}",
                            decoder=(image_folder, sys.modules[__name__]))
     arrays = cache.load(entry)

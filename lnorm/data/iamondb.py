@@ -66,6 +66,13 @@ _LINE_FILE = re.compile(r"(?:^|/)lineStrokes/(?:[^/]+/)*(?P<form>[a-z0-9]+-[a-z0
                         r"-(?P<line>\d+)\.xml$")
 _ASCII_FILE = re.compile(r"(?:^|/)ascii/(?:[^/]+/)*(?P<form>[a-z0-9]+-[a-z0-9]+[a-z]?)\.txt$")
 
+#: Why a stroke file can be skipped, in the order the notes give them.
+SKIP_REASONS = ("no_transcription", "no_csr_line")
+#: Stroke files of the complete distribution without a CSR line at their index.
+KNOWN_NO_CSR_LINE = 8
+#: Skipped files named in a warning or the notes; the rest are counted.
+MAX_NAMED = 20
+
 _log = logging.getLogger(__name__)
 
 
@@ -135,8 +142,11 @@ def read_collection(strokes_path: str, ascii_path: str) -> dict[str, np.ndarray]
 
   'points' int32 [P, 3] (x, y, end_of_stroke) of all lines concatenated, 'offsets'
   [N + 1] (line i is points[offsets[i]:offsets[i+1]]), 'text' (the lines' CSR
-  transcriptions, newline-joined UTF-8), 'line_id' and 'form_id' (likewise), and
-  'unmatched' (ids of stroke files without a transcription line, likewise).
+  transcriptions, newline-joined UTF-8), 'line_id' and 'form_id' (likewise), and the
+  ids of the stroke files skipped, likewise, for each reason: 'no_transcription' (the
+  form has no ascii file at all: an incomplete copy) and 'no_csr_line' (the form's
+  ascii file has fewer CSR lines than the form has stroke files: 8 lines of the
+  complete database).
   """
   transcripts = {}
   for name, data in _members(ascii_path):
@@ -154,12 +164,16 @@ def read_collection(strokes_path: str, ascii_path: str) -> dict[str, np.ndarray]
       lines[(m["form"], int(m["line"]))] = parse_line_strokes(data, where)
   if not lines:
     raise core.MalformedDataError(strokes_path, "no lineStrokes/<...>/<form>-NN.xml files")
-  points, offsets, texts, line_ids, form_ids, unmatched = [], [0], [], [], [], []
+  points, offsets, texts, line_ids, form_ids = [], [0], [], [], []
+  skipped = {reason: [] for reason in SKIP_REASONS}
   for (form, number), line_points in sorted(lines.items()):
     line_id = f"{form}-{number:02d}"
-    csr = transcripts.get(form, [])
+    if form not in transcripts:
+      skipped["no_transcription"].append(line_id)
+      continue
+    csr = transcripts[form]
     if not 1 <= number <= len(csr):
-      unmatched.append(line_id)
+      skipped["no_csr_line"].append(line_id)
       continue
     points.append(line_points)
     offsets.append(offsets[-1] + len(line_points))
@@ -169,7 +183,7 @@ def read_collection(strokes_path: str, ascii_path: str) -> dict[str, np.ndarray]
   return {"points": np.concatenate(points) if points else np.zeros((0, 3), np.int32),
           "offsets": np.array(offsets, np.int64), "text": _pack(texts),
           "line_id": _pack(line_ids), "form_id": _pack(form_ids),
-          "unmatched": _pack(unmatched)}
+          **{reason: _pack(ids) for reason, ids in skipped.items()}}
 
 
 def _pack(strings: list[str]) -> np.ndarray:
@@ -197,23 +211,58 @@ def find_files(data_dir: str | None):
 
 def load_files(config: Any, auto: bool) -> core.Dataset:
   del auto
-  (strokes_path, ascii_path), data_dir = locate.find_or_raise(
+  (strokes_path, ascii_path), _ = locate.find_or_raise(
       config, find_files, NAME, FILES_HELP)
-  collection = _cached_collection(strokes_path, ascii_path, config, data_dir)
+  collection = _cached_collection(strokes_path, ascii_path, config)
   texts = _unpack(collection["text"])
   bounds = collection["offsets"]
   lines = [strokes_lib.points_to_offsets(collection["points"][bounds[i]:bounds[i + 1]])
            for i in range(len(texts))]
-  unmatched = len(_unpack(collection["unmatched"]))
+  skipped = describe_skipped(*(_unpack(collection[r]) for r in SKIP_REASONS))
+  if skipped:
+    _log.warning("%s: %s", NAME, skipped)
   return _finish(lines, texts, _unpack(collection["form_id"]), config, "files",
-                 f"{strokes_path} + {ascii_path}",
-                 f"{unmatched} stroke files without a CSR transcription line skipped")
+                 f"{strokes_path} + {ascii_path}", skipped or "every stroke file transcribed")
 
 
-def _cached_collection(strokes_path, ascii_path, config, data_dir):
+def describe_skipped(no_transcription: list[str], no_csr_line: list[str]) -> str:
+  """Which stroke files were skipped and why, for the warning and the notes ('' when
+  none was). The two reasons differ in kind: a form without its ascii file means the
+  copy is incomplete (a file lost in copying or extraction), while a few lines without
+  a CSR line are in the distribution itself."""
+  parts = []
+  if no_transcription:
+    forms: dict[str, list[str]] = {}
+    for line_id in no_transcription:
+      forms.setdefault(line_id.rsplit("-", 1)[0], []).append(line_id)
+    named = [f"{form} ({', '.join(ids)})" for form, ids in forms.items()]
+    parts.append(
+        f"{len(no_transcription)} stroke files skipped because their form's transcription "
+        f"file ascii/<...>/<form>.txt is missing, in {_count(len(forms), 'form')}: "
+        f"{_some(named)}. "
+        "The copy of ascii-all.tar.gz (or ascii/) is incomplete; restore it to train on "
+        "these lines")
+  if no_csr_line:
+    parts.append(f"{len(no_csr_line)} stroke files without a CSR transcription line "
+                 f"skipped: their form's transcription has fewer CSR lines than the form "
+                 f"has stroke files (the complete database has {KNOWN_NO_CSR_LINE} such "
+                 f"lines): {_some(no_csr_line)}")
+  return "; ".join(parts)
+
+
+def _count(n: int, noun: str) -> str:
+  return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _some(names: list[str]) -> str:
+  shown = ", ".join(names[:MAX_NAMED])
+  return shown + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+
+
+def _cached_collection(strokes_path, ascii_path, config):
   entry = None
   if cache.enabled(config):
-    entry = cache.key_path(cache.cache_dir(config, data_dir), NAME,
+    entry = cache.key_path(cache.cache_dir(config), NAME,
                            (strokes_path, ascii_path), decoder=(sys.modules[__name__],))
     collection = cache.load(entry)
     if collection is not None:

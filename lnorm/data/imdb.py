@@ -83,18 +83,17 @@ def find_files(data_dir: str | None) -> tuple[tuple[str, str] | None, list[str]]
 
 def load_files(config: Any, auto: bool) -> core.Dataset:
   del auto
-  found, data_dir = locate.find_or_raise(config, find_files, NAME, FILES_HELP, TFDS_NAME)
-  kind, path = found
+  (kind, path), _ = locate.find_or_raise(config, find_files, NAME, FILES_HELP, TFDS_NAME)
   if kind == "dir":
     tokenized = tokenize_corpus(acl_imdb.read_dir(path))
     return _finish(tokenized, config, "files", os.path.join(path, "aclImdb"))
-  return _finish(_tokenized_archive(path, config, data_dir), config, "files", path)
+  return _finish(_tokenized_archive(path, config), config, "files", path)
 
 
-def _tokenized_archive(path: str, config: Any, data_dir: str | None) -> dict[str, np.ndarray]:
+def _tokenized_archive(path: str, config: Any) -> dict[str, np.ndarray]:
   entry = None
   if cache.enabled(config):
-    entry = cache.key_path(cache.cache_dir(config, data_dir), NAME, path,
+    entry = cache.key_path(cache.cache_dir(config), NAME, path,
                            decoder=(acl_imdb, sys.modules[__name__], text))
     tokenized = cache.load(entry)
     if tokenized is not None:

@@ -15,8 +15,9 @@ def search_dirs(data_dir: str | None, subdir: str) -> list[str]:
 
 
 def unset_note() -> str:
-  return (f"(no data directory: neither data_config.data_dir nor ${core.DATA_DIR_ENV} "
-          "is set)")
+  # No parentheses: it is an item of the list of places looked, which others bracket.
+  return (f"no data directory: neither data_config.data_dir nor ${core.DATA_DIR_ENV} "
+          "is set")
 
 
 def how_to_fix(dataset: str, files: str, tfds_name: str | None = None) -> str:

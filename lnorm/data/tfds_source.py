@@ -21,18 +21,49 @@ _CHUNK = 1024
 
 
 def is_prepared(name: str, data_dir: str | None) -> bool:
-  """True when the builder's files already exist locally (nothing to download)."""
+  """True when the builder's files already exist locally (nothing to download).
+
+  Where the builder has no folder at all, the answer is no without asking TFDS: TFDS
+  would log "Variant folder ~/tensorflow_datasets/mnist/3.0.1 has no
+  dataset_info.json", which reads like a broken install when it only means that the
+  dataset was never downloaded (source 'auto' then moves on to the local files).
+  """
+  folder = _builder_folder(name, data_dir)
+  if folder is not None and not os.path.isdir(folder):
+    _log.info("TFDS '%s' is not prepared: no %s folder", name, folder)
+    return False
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  absl = logging.getLogger("absl")
+  level = absl.level
+  absl.setLevel(logging.ERROR)  # Its warnings about incomplete folders: said below.
   try:
-    return tfds.builder(name, data_dir=data_dir).is_prepared()
+    prepared = tfds.builder(name, data_dir=data_dir).is_prepared()
   except Exception as e:  # pylint: disable=broad-except
     _log.info("TFDS builder %s unavailable: %s", name, e)
     return False
+  finally:
+    absl.setLevel(level)
+  if not prepared:
+    _log.info("TFDS '%s' is not prepared: %s holds no complete copy", name, folder)
+  return prepared
+
+
+def _default_dir() -> str:
+  return os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets")
+
+
+def _builder_folder(name: str, data_dir: str | None) -> str | None:
+  """The local folder TFDS prepares builder ``name`` in (``imdb_reviews/plain_text``:
+  ``<dir>/imdb_reviews``); None for a remote place such as gs://, which only TFDS can
+  look into."""
+  root = data_dir or _default_dir()
+  if "://" in root:
+    return None
+  return os.path.join(os.path.expanduser(root), name.split("/")[0])
 
 
 def where(name: str, data_dir: str | None) -> str:
-  default = os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets")
-  return f"TFDS '{name}' prepared in {data_dir or default}"
+  return f"TFDS '{name}' prepared in {data_dir or _default_dir()}"
 
 
 def read_splits(name: str, splits: Sequence[str], data_dir: str | None, download: bool,
@@ -46,7 +77,7 @@ def read_splits(name: str, splits: Sequence[str], data_dir: str | None, download
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   if not download and not is_prepared(name, data_dir):
     raise core.DatasetNotFoundError(
-        dataset, [where(name, data_dir) + ": not prepared"],
+        dataset, [f"TFDS '{name}' in {data_dir or _default_dir()}: not prepared"],
         "Pass --config.data.source=tfds to let TFDS download and prepare it.")
   out = {}
   for split in splits:

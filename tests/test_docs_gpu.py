@@ -1,0 +1,68 @@
+"""docs/gpu.md and the accelerator extras: the install names extras that the installed
+JAX defines, and every command the page gives runs a config and sweep that exist."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import shlex
+import tomllib
+
+import pytest
+
+from lnorm import config as config_lib
+from lnorm import plotting
+from lnorm import sweep
+from tests.helpers import REPO
+
+
+def read(path):
+  with open(os.path.join(REPO, path)) as f:
+    return f.read()
+
+
+def commands(markdown: str) -> list[list[str]]:
+  """The `lnorm ...` commands of the page's code blocks, continuation lines joined."""
+  blocks = re.findall(r"```bash\n(.*?)```", markdown, flags=re.DOTALL)
+  lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
+  return [shlex.split(line, comments=True) for line in lines
+          if re.match(r"\s*(JAX_PLATFORMS=\S+ )?lnorm ", line)]
+
+
+def test_accelerator_extras_name_extras_of_jax():
+  with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+    extras = tomllib.load(f)["project"]["optional-dependencies"]
+  jax_extras = set(importlib.metadata.metadata("jax").get_all("Provides-Extra"))
+  assert extras["cuda"] == ["jax[cuda12]"] and extras["tpu"] == ["jax[tpu]"]
+  for name in ("cuda", "cuda13", "tpu"):
+    (requirement,) = extras[name]
+    assert re.fullmatch(r"jax\[(.+)\]", requirement)[1] in jax_extras, requirement
+  readme = read("README.md")
+  for line in ("pip install -e '.[cuda,test]'", "pip install -e '.[tpu,test]'",
+               "[docs/gpu.md](docs/gpu.md)"):
+    assert line in readme
+
+
+def test_every_command_of_docs_gpu_names_a_config_and_sweep_that_exist():
+  found = commands(read("docs/gpu.md"))
+  sweeps = [c for c in found if c[:2] == ["lnorm", "sweep"]]
+  assert len(sweeps) >= 8  # Every paper-scale experiment.
+  for argv in found:
+    args = dict(zip(argv[2::], argv[3::]))
+    if "--config" in args:
+      config_lib.load_config(os.path.join(REPO, args["--config"]))
+    if "--sweep" in args:
+      assert sweep.load_sweep(os.path.join(REPO, args["--config"]), args["--sweep"])
+    if "--figure" in args:
+      assert re.sub(r"<N>", "1", args["--figure"]) in plotting.FIGURES
+
+
+@pytest.mark.parametrize("experiment", ["DRAW", "handwriting", "attentive reader",
+                                        "skip-thoughts", "order-embeddings"])
+def test_docs_gpu_gives_a_time_per_run_labelled_as_estimate_or_measurement(experiment):
+  page = read("docs/gpu.md")
+  (row,) = [l for l in page.splitlines() if l.startswith("|") and experiment in l]
+  cells = [c.strip() for c in row.strip("|").split("|")]
+  assert cells[6] and cells[6] != "—"  # The estimate per run.
+  assert "**estimates**" in page and "20 TFLOP/s" in page and "50 µs" in page
