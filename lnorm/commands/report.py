@@ -1,7 +1,9 @@
 """``lnorm report``: finished runs under a directory against the published numbers,
-and the updates each normalizer needs to reach the baseline's best (``lnorm compare``).
+and the updates each normalizer needs to reach the baseline's best (``lnorm compare``);
+or, with ``--select``, the best setting on a validation metric (``lnorm.selection``).
 
   lnorm report runs/ --out runs/REPORT.md
+  lnorm report runs/lr_sweep --select validation/error
 """
 
 from __future__ import annotations
@@ -14,13 +16,23 @@ from lnorm.errors import UserError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("paths", nargs="+", help="Run directories or directories above them.")
   parser.add_argument("--out", default=None, help="Also write the markdown table here.")
+  parser.add_argument("--select", default=None, metavar="METRIC",
+                      help="Instead, the best setting on a validation metric, e.g. "
+                      "validation/error: the mean over its seeds of each run's best value, "
+                      "and its test metrics where each run was selected (as `lnorm sweep "
+                      "--select` ends).")
 
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   from lnorm import report  # pylint: disable=g-import-not-at-top
   if overrides:
     raise UserError("lnorm report takes no --config.* overrides.")
-  text = report.collect(args.paths).markdown()
+  if args.select:
+    from lnorm import runs as runs_lib  # pylint: disable=g-import-not-at-top
+    from lnorm import selection  # pylint: disable=g-import-not-at-top
+    text = selection.select(runs_lib.load_runs(args.paths), args.select).markdown()
+  else:
+    text = report.collect(args.paths).markdown()
   print(text, end="")
   if args.out:
     with open(args.out, "w") as f:
