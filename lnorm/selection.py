@@ -164,11 +164,13 @@ def select(runs: Sequence[Run], metric: str,
 
 
 def _label_within(choices: Sequence[RunChoice]) -> None:
-  """Tells a setting's runs apart by their seed fields, else by their names."""
+  """Tells a setting's runs apart by the seed fields that differ between them
+  (``seed=1``, not the ``data.seed`` they share), else by their names."""
   seeds = sorted({k for c in choices for k in c.run.config if runs_lib.is_seed(k)})
+  seeds = [k for k in seeds if len({str(c.run.config.get(k)) for c in choices}) > 1]
   for c in choices:
-    label = ",".join(f"{k}={c.run.config[k]}" for k in seeds if k in c.run.config)
-    c.label = label if label and len(choices) > 1 else c.run.name
+    label = ",".join(f"{k}={c.run.config.get(k)}" for k in seeds)
+    c.label = label or c.run.name
 
 
 def _choose(run: Run, metric: str, lower: bool) -> RunChoice:

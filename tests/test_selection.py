@@ -55,7 +55,7 @@ def sweep_dir(tmp_path):
   root = tmp_path / "lr_sweep"
   for (lr, seed), (val, test) in LOGS.items():
     config = {"experiment": "perm_mnist", "norm": "ln", "num_epochs": 3, "seed": seed,
-              "optimizer.learning_rate": lr, "wandb.name": f"lr{lr}-s{seed}"}
+              "data.seed": 0, "optimizer.learning_rate": lr, "wandb.name": f"lr{lr}-s{seed}"}
     _write_run(str(root / f"optimizer.learning_rate={lr},seed={seed}"), config,
                _epochs(val, test))
   # A member that diverged before it was evaluated: no validation value.
