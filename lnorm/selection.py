@@ -246,8 +246,8 @@ def _pm(mean: float | None, std: float | None, n: int) -> str:
 def _where(c: RunChoice) -> str:
   if c.best is None:
     return "—"
-  epoch = c.epoch
-  at = f"epoch {epoch:g}, " if isinstance(epoch, (int, float)) else ""
+  epoch = c.epoch  # Fractional for a mid-epoch evaluation: two decimals tell them apart.
+  at = f"epoch {round(epoch, 2):g}, " if isinstance(epoch, (int, float)) else ""
   return f"{at}step {c.step}" + (" (kept model)" if c.kept_model else "")
 
 
