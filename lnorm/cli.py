@@ -21,7 +21,8 @@ from lnorm.errors import UserError
 #: `lnorm train` does not pay for matplotlib and `lnorm --help` is fast.
 COMMANDS = {
     "train": ("lnorm.commands.train", "Train and evaluate one config into a workdir."),
-    "sweep": ("lnorm.commands.sweep", "Run a named grid of configs, one workdir each."),
+    "sweep": ("lnorm.commands.sweep",
+              "Run a grid or random search of configs, one workdir each."),
     "plot": ("lnorm.commands.plot", "Draw metric curves from run directories."),
     "report": ("lnorm.commands.report", "Collect finished runs into a markdown table."),
     "compare": ("lnorm.commands.compare", "Updates and time to reach the baseline's best metric."),

@@ -1,17 +1,20 @@
-"""Named sweeps: a grid of dotted overrides beside a config, run member by member.
+"""Sweeps: override dicts for a config, run member by member.
 
-A config file may define ``get_sweep(name=None)``: a list of override dicts for
+The members come from a named sweep beside the config, from the command line, or
+both. A config file may define ``get_sweep(name=None)``: a list of override dicts for
 ``name`` (``{"norm": "ln", "batch_size": 4}``), or all sweeps by name when ``name``
-is None. Every member trains into its own sub-workdir, named by the overrides that
-tell it apart from the other members (``norm=ln,batch_size=4``), by a
-``python -m lnorm train`` subprocess: a member that crashes takes nothing else
-down, and its log stays in ``<member>/train.log``.
+is None. ``--grid`` and random search (``lnorm.sweep_space``) cross it with a grid
+product and with seeded random draws. Every member trains into its own sub-workdir,
+named by the overrides that tell it apart from the other members
+(``norm=ln,batch_size=4``), by a ``python -m lnorm train`` subprocess: a member that
+crashes takes nothing else down, and its log stays in ``<member>/train.log``.
 
 A sweep is resumable because ``lnorm train`` is: finished members (as many epochs,
 or ``max_steps`` updates, in ``metrics.jsonl`` as their configs ask) are skipped,
 interrupted ones resume from their checkpoint. The summary (final and best metrics
-per member, and mean / spread over seeds) is printed and written as CSV; nothing
-here imports JAX.
+per member, and mean / spread over seeds) is printed and written as CSV, followed
+with ``select`` by the best setting on a validation metric (``lnorm.selection``);
+nothing here imports JAX.
 """
 
 from __future__ import annotations
@@ -34,13 +37,18 @@ import time
 from typing import Any, Mapping, Sequence
 
 from lnorm import config as config_lib
+from lnorm import selection as selection_lib
+from lnorm import sweep_space
 from lnorm.errors import ConfigError, UserError
-from lnorm.runs import (SWEEP_FILE, distinguishing_keys, epoch_records, epochs_done, is_seed,
-                        lower_is_better, read_sweep_file, setting_name, summary_metrics)
+from lnorm.runs import (SWEEP_FILE, Run, distinguishing_keys, epoch_records, epochs_done,
+                        is_epoch_record, is_seed, lower_is_better, read_config, read_records,
+                        read_sweep_file, setting_name, summary_metrics)
+from lnorm.sweep_space import SweepSpace
 from lnorm.training.defaults import is_complete
 
 SUMMARY_FILE = "summary.csv"
 GROUPED_SUMMARY_FILE = "summary_by_setting.csv"
+SELECTION_FILE = "selection.json"
 LOG_FILE = "train.log"
 
 
@@ -88,20 +96,50 @@ def _to_str(value: Any) -> str:
   return str(value)
 
 
-def _safe_dirname(name: str) -> str:
+def safe_dirname(name: str) -> str:
   return re.sub(r"[^A-Za-z0-9=,._+-]", "_", name) or "run"
 
 
-def make_members(grid: Sequence[Mapping[str, str]], workdir: str) -> list[Member]:
-  """Members with readable, unique directory names under ``workdir``."""
-  keys = distinguishing_keys(grid) or sorted({k for m in grid for k in m})
-  names = [_safe_dirname(setting_name(m, keys)) if keys else "default" for m in grid]
+def make_members(grid: Sequence[Mapping[str, str]], workdir: str,
+                 keys: Sequence[str] | None = None) -> list[Member]:
+  """Members with readable, unique directory names under ``workdir``.
+
+  ``keys`` name them, those of them that vary (random draws need every drawn key in
+  the name, although the first alone tells the draws apart); by default the fewest
+  keys that tell the members apart.
+  """
+  if keys is not None:
+    keys = [k for k in keys if len({m.get(k) for m in grid}) > 1]
+  keys = keys or distinguishing_keys(grid) or sorted({k for m in grid for k in m})
+  names = [safe_dirname(setting_name(m, keys)) if keys else "default" for m in grid]
   seen: dict[str, int] = {}
   for i, n in enumerate(names):
     if names.count(n) > 1:
       seen[n] = seen.get(n, 0) + 1
       names[i] = f"{n}_{seen[n]}"
   return [Member(n, dict(m), os.path.join(workdir, n)) for n, m in zip(names, grid)]
+
+
+def space_members(space: SweepSpace, workdir: str) -> list[Member]:
+  """The members of a named sweep crossed with a grid and random draws, named by the
+  named sweep's distinguishing keys, then the grid's and the drawn keys."""
+  grid = space.members()
+  if not space.keys:
+    return make_members(grid, workdir)
+  named_keys = distinguishing_keys(space.named) if space.named else []
+  return make_members(grid, workdir, keys=named_keys + space.keys)
+
+
+def prepare(config_spec: str, space: SweepSpace, workdir: str,
+            extra: Mapping[str, str] | None = None):
+  """The members and their configs, every value checked against the config first.
+
+  Returns (members, {member name: config}); raises ConfigError before anything runs.
+  """
+  extra = dict(extra or {})
+  sweep_space.check_against_config(config_spec, space, extra)
+  members = space_members(space, workdir)
+  return members, {m.name: member_config(config_spec, m, extra) for m in members}
 
 
 # --- state of a member's workdir ----------------------------------------------------------
@@ -190,21 +228,27 @@ def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], swee
   return Outcome(member, status, seconds, code)
 
 
-def run_sweep(config_spec: str, sweep_name: str, workdir: str,
+def sweep_label(workdir: str, name: str | None = None) -> str:
+  """A named sweep's name, else the workdir's: the wandb group and the log prefix."""
+  return name or os.path.basename(os.path.abspath(workdir)) or "sweep"
+
+
+def run_sweep(config_spec: str, space: SweepSpace, workdir: str,
               extra: Mapping[str, str] | None = None, parallel: int = 1,
-              figures: bool = True) -> "Summary":
+              figures: bool = True, name: str | None = None,
+              select: str | None = None) -> "Summary":
   """Runs (or resumes) every member of a sweep, then summarises it.
 
-  Returns the summary; members that failed are listed there, their logs in
-  ``<workdir>/<member>/train.log``.
+  ``name`` is the named sweep's (``--sweep``), if any; ``select`` a metric to choose
+  the best setting on (``lnorm.selection``). Returns the summary; members that failed
+  are listed there, their logs in ``<workdir>/<member>/train.log``.
   """
   extra = dict(extra or {})
-  grid = load_sweep(config_spec, sweep_name)
+  sweep_name = sweep_label(workdir, name)
   workdir = os.path.abspath(workdir)
-  members = make_members(grid, workdir)
-  configs = {m.name: member_config(config_spec, m, extra) for m in members}  # Fail early.
+  members, configs = prepare(config_spec, space, workdir, extra)  # Fails before running.
   os.makedirs(workdir, exist_ok=True)
-  _write_sweep_file(workdir, config_spec, sweep_name, members, extra)
+  _write_sweep_file(workdir, config_spec, name, space, members, extra)
 
   todo, outcomes = [], {}
   for m in members:
@@ -272,13 +316,22 @@ def run_sweep(config_spec: str, sweep_name: str, workdir: str,
 
   summary = summarize(members, configs, {n: o.status for n, o in outcomes.items()})
   summary.write(workdir)
+  if select:
+    try:
+      summary.selection = select_members(members, select)
+    except UserError as e:  # E.g. no member logged the metric: keep the summary.
+      summary.selection_problem = str(e)
+    else:
+      with open(os.path.join(workdir, SELECTION_FILE), "w") as f:
+        json.dump(summary.selection.to_dict(), f, indent=2)
   if figures:
     summary.figures = _draw_figures(workdir, configs[members[0].name].get("experiment"))
   return summary
 
 
-def _write_sweep_file(workdir, config_spec, sweep_name, members, extra) -> None:
+def _write_sweep_file(workdir, config_spec, sweep_name, space, members, extra) -> None:
   record = {"sweep": sweep_name, "config": config_spec, "extra_overrides": extra,
+            **space.to_dict(),
             "members": [{"name": m.name, "overrides": m.overrides,
                          "workdir": os.path.relpath(m.workdir, workdir)} for m in members]}
   with open(os.path.join(workdir, SWEEP_FILE), "w") as f:
@@ -318,6 +371,8 @@ class Summary:
   metrics: list[str]
   grouped: list[dict[str, Any]] = dataclasses.field(default_factory=list)
   figures: list[str] = dataclasses.field(default_factory=list)
+  selection: selection_lib.Selection | None = None
+  selection_problem: str = ""  # Why there is no selection, when one was asked for.
 
   @property
   def failed(self) -> list[str]:
@@ -437,3 +492,21 @@ def load_members(sweep_dir: str) -> list[Member]:
     raise UserError(f"{sweep_dir} holds no {SWEEP_FILE}: it is not a sweep directory.")
   return [Member(m["name"], m["overrides"], os.path.join(sweep_dir, m["workdir"]))
           for m in record["members"]]
+
+
+def member_runs(members: Sequence[Member]) -> list[Run]:
+  """The members as runs (an unstarted member has no config and no points)."""
+  runs = []
+  for m in members:
+    record = read_config(m.workdir)
+    points = read_records(m.workdir)
+    runs.append(Run(m.workdir, m.name, record.get("config", {}), record.get("data", {}),
+                    [p for p in points if is_epoch_record(p)], points))
+  return runs
+
+
+def select_members(members: Sequence[Member], metric: str) -> selection_lib.Selection:
+  """The best setting of the members on ``metric``: settings are the members'
+  overrides but the seed."""
+  return selection_lib.select(member_runs(members), metric,
+                              settings={m.workdir: m.overrides for m in members})

@@ -1,0 +1,331 @@
+"""Model selection on validation: the best setting of a sweep, and its test metrics
+where it was selected, never its best test values.
+
+For runs and one validation metric (``validation/error``; lower or higher is better
+as its name says, :func:`lnorm.runs.lower_is_better`):
+
+- each run's **best** value is its best finite value of the metric over every point
+  that measured it (epoch ends and mid-epoch evaluations). The run is **selected at**
+  the first point where it reached that value: the checkpoint or epoch a researcher
+  would keep;
+- an experiment that keeps its own best model (``<workdir>/best/record.json``, logging
+  ``best/<split>_<name>`` for the metric, as order-embeddings does for
+  ``validation/rsum``) is selected at that model's step instead, and its test metrics
+  are those it logged for that model at the end of the run;
+- runs are grouped into **settings** by every field but the seed (``seed``,
+  ``*.seed``); a setting's score is the mean over its runs of each run's best value,
+  given with the sample standard deviation;
+- the **selected setting** has the best score. Its **test metrics** (every ``test/...``
+  metric) are read at each run's selected point, and averaged over its runs.
+
+Runs that never logged a finite value of the metric are listed, not counted.
+``lnorm sweep --select`` and ``lnorm report --select`` both print this; nothing here
+imports JAX.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import statistics
+from typing import Any, Mapping, Sequence
+
+from lnorm import runs as runs_lib
+from lnorm.errors import UserError
+from lnorm.runs import Run
+from lnorm.training.defaults import is_complete
+
+#: The split whose metrics are reported for the selected setting.
+TEST_PREFIX = "test/"
+#: Where a run that keeps its best model records it (lnorm.training.best_model).
+KEPT_MODEL_RECORD = os.path.join("best", "record.json")
+
+
+@dataclasses.dataclass
+class RunChoice:
+  """One run: its best value of the metric and where it was selected."""
+  run: Run
+  label: str  # Within its setting: the seed (``seed=1``), else the run's name.
+  best: float | None  # None: no finite value of the metric.
+  step: int | None = None
+  epoch: float | None = None
+  test: dict[str, float] = dataclasses.field(default_factory=dict)
+  kept_model: bool = False  # Selected at the experiment's own kept best model.
+  finished: bool = True
+
+
+@dataclasses.dataclass
+class Setting:
+  """The runs (seeds) of one setting."""
+  name: str
+  runs: list[RunChoice]
+
+  @property
+  def scored(self) -> list[RunChoice]:
+    return [r for r in self.runs if r.best is not None]
+
+  @property
+  def mean(self) -> float | None:
+    values = [r.best for r in self.scored]
+    return statistics.fmean(values) if values else None
+
+  @property
+  def std(self) -> float | None:
+    values = [r.best for r in self.scored]
+    return statistics.stdev(values) if len(values) > 1 else (0.0 if values else None)
+
+  def test_metrics(self) -> list[str]:
+    names: list[str] = []
+    for r in self.scored:
+      names += [k for k in r.test if k not in names]
+    return names
+
+  def test_stat(self, metric: str) -> tuple[float, float, int] | None:
+    """(mean, std, n) of ``metric`` at the runs' selected points."""
+    values = [r.test[metric] for r in self.scored if metric in r.test]
+    if not values:
+      return None
+    return (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0,
+            len(values))
+
+
+@dataclasses.dataclass
+class Selection:
+  metric: str
+  lower_is_better: bool
+  settings: list[Setting]
+
+  @property
+  def best(self) -> Setting | None:
+    scored = [s for s in self.settings if s.mean is not None]
+    if not scored:
+      return None
+    return (min if self.lower_is_better else max)(scored, key=lambda s: s.mean)
+
+  @property
+  def without(self) -> list[RunChoice]:
+    """Runs that logged no finite value of the metric."""
+    return [r for s in self.settings for r in s.runs if r.best is None]
+
+  def text(self) -> str:
+    return format_text(self)
+
+  def markdown(self) -> str:
+    return format_markdown(self)
+
+  def to_dict(self) -> dict[str, Any]:
+    best = self.best
+    return {
+        "metric": self.metric, "lower_is_better": self.lower_is_better,
+        "selected": best.name if best else None,
+        "settings": [{
+            "setting": s.name, "mean": s.mean, "std": s.std, "runs": [{
+                "path": r.run.path, "label": r.label, "best": r.best, "step": r.step,
+                "epoch": r.epoch, "kept_model": r.kept_model, "finished": r.finished,
+                "test": r.test} for r in s.runs],
+        } for s in self.settings],
+    }
+
+
+# --- computing --------------------------------------------------------------------------------
+
+
+def select(runs: Sequence[Run], metric: str,
+           settings: Mapping[str, Mapping[str, Any]] | None = None,
+           lower_is_better: bool | None = None) -> Selection:
+  """The best setting of ``runs`` on ``metric`` (see the module's docstring).
+
+  ``settings`` (run path -> fields) gives the fields that define each run's setting,
+  such as a sweep member's overrides; by default the run's config.json. Seed fields
+  are dropped from them either way. Raises UserError when no run logged ``metric``.
+  """
+  if not runs:
+    raise UserError("No runs to select from.")
+  if lower_is_better is None:
+    lower_is_better = runs_lib.lower_is_better(metric)
+  if not any(r.records(metric) for r in runs):
+    logged = runs_lib.metric_names(p for r in runs for p in r.points)
+    raise UserError(f"No run logged {metric}, so there is nothing to select on. Metrics "
+                    f"they logged: {', '.join(logged) or 'none'}.")
+  fields = [{k: v for k, v in (settings[r.path] if settings is not None else r.config).items()
+             if not runs_lib.is_seed(k)} for r in runs]
+  keys = runs_lib.distinguishing_keys(fields, ignore=runs_lib.LABEL_IGNORE)
+  groups: dict[str, list[RunChoice]] = {}
+  for run, f in zip(runs, fields):
+    name = runs_lib.setting_name(f, keys) if keys else "all runs"
+    if settings is None and not run.config:
+      name = run.name  # No config.json: the run is its own setting.
+    groups.setdefault(name, []).append(_choose(run, metric, lower_is_better))
+  for members in groups.values():
+    _label_within(members)
+  return Selection(metric, lower_is_better, [Setting(n, rs) for n, rs in groups.items()])
+
+
+def _label_within(choices: Sequence[RunChoice]) -> None:
+  """Tells a setting's runs apart by the seed fields that differ between them
+  (``seed=1``, not the ``data.seed`` they share), else by their names."""
+  seeds = sorted({k for c in choices for k in c.run.config if runs_lib.is_seed(k)})
+  seeds = [k for k in seeds if len({str(c.run.config.get(k)) for c in choices}) > 1]
+  for c in choices:
+    label = ",".join(f"{k}={c.run.config.get(k)}" for k in seeds)
+    c.label = label or c.run.name
+
+
+def _choose(run: Run, metric: str, lower: bool) -> RunChoice:
+  finished = is_complete(run.config, run.epochs) if run.config else True
+  kept = _kept_model(run, metric)
+  if kept is not None:
+    return dataclasses.replace(kept, finished=finished)
+  finite = [(p, float(p[metric])) for p in run.records(metric) if math.isfinite(p[metric])]
+  if not finite:
+    return RunChoice(run, run.name, None, finished=finished)
+  best = (min if lower else max)(v for _, v in finite)
+  point = next(p for p, v in finite if v == best)  # The first time it got there.
+  step = point.get("step")
+  return RunChoice(run, run.name, best, step=step, epoch=point.get("epoch"),
+                   test=_test_metrics([p for p in run.points if p.get("step") == step]),
+                   finished=finished)
+
+
+def _test_metrics(points: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+  """The test metrics the points logged (later points win), as floats."""
+  out: dict[str, float] = {}
+  for p in points:
+    for k, v in p.items():
+      if k.startswith(TEST_PREFIX) and isinstance(v, (int, float)) and not isinstance(v, bool):
+        out[k] = float(v)
+  return out
+
+
+def kept_model_key(metric: str) -> str:
+  """``validation/rsum`` -> ``best/validation_rsum``: what a run that keeps its best
+  model on ``metric`` logs (experiments/order_embeddings)."""
+  return "best/" + metric.replace("/", "_")
+
+
+def _kept_model(run: Run, metric: str) -> RunChoice | None:
+  """The run's own best model on ``metric``, if it keeps one; else None.
+
+  Its step is ``best/record.json``'s (else the last logged ``best/step``); its test
+  metrics are those of the run's last point, where such an experiment evaluates the
+  kept model on the test split after the last update.
+  """
+  key = kept_model_key(metric)
+  logged = [p for p in run.points if key in p]
+  if not logged:
+    return None
+  path = os.path.join(run.path, KEPT_MODEL_RECORD)
+  record = None
+  if os.path.exists(path):
+    with open(path) as f:
+      record = json.load(f)
+  step = int(record["step"]) if record else int(logged[-1].get("best/step", logged[-1]["step"]))
+  at_step = [p for p in run.records(metric) if p.get("step") == step]
+  best = float(at_step[-1][metric]) if at_step else float(logged[-1][key])
+  last_step = max(p.get("step", 0) for p in run.points)
+  test = _test_metrics([p for p in run.points if p.get("step") == last_step])
+  epoch = at_step[-1].get("epoch") if at_step else None
+  return RunChoice(run, run.name, best, step=step, epoch=epoch, test=test, kept_model=True)
+
+
+# --- presenting --------------------------------------------------------------------------------
+
+
+def _num(v: float | None) -> str:
+  return "—" if v is None else f"{v:.4g}"
+
+
+def _pm(mean: float | None, std: float | None, n: int) -> str:
+  if mean is None:
+    return "—"
+  return f"{mean:.4g}" if n <= 1 else f"{mean:.4g} ± {std:.2g}"
+
+
+def _where(c: RunChoice) -> str:
+  if c.best is None:
+    return "—"
+  epoch = c.epoch  # Fractional for a mid-epoch evaluation: two decimals tell them apart.
+  at = f"epoch {round(epoch, 2):g}, " if isinstance(epoch, (int, float)) else ""
+  return f"{at}step {c.step}" + (" (kept model)" if c.kept_model else "")
+
+
+def settings_rows(sel: Selection) -> tuple[list[str], list[list[str]]]:
+  best = sel.best
+  header = ["setting", "runs", f"best {sel.metric}"]
+  body = [[s.name + (" (selected)" if s is best else ""),
+           f"{len(s.scored)}/{len(s.runs)}" if len(s.scored) < len(s.runs) else str(len(s.runs)),
+           _pm(s.mean, s.std, len(s.scored))] for s in sel.settings]
+  return header, body
+
+
+def selected_rows(sel: Selection) -> tuple[list[str], list[list[str]]]:
+  """The selected setting's runs at their selected points, then the mean over them."""
+  best = sel.best
+  metrics = best.test_metrics()
+  header = ["run", "selected at", sel.metric] + metrics
+  body = [[c.label, _where(c), _num(c.best)] + [_num(c.test.get(m)) for m in metrics]
+          for c in best.scored]
+  if len(best.scored) > 1:
+    stats = [best.test_stat(m) for m in metrics]
+    body.append(["mean", "", _pm(best.mean, best.std, len(best.scored))] +
+                [_pm(*s) if s else "—" for s in stats])
+  return header, body
+
+
+def notes(sel: Selection) -> list[str]:
+  out = []
+  if sel.without:
+    out.append(f"No {sel.metric} logged (not counted): "
+               f"{', '.join(r.run.name for r in sel.without)}.")
+  unfinished = [r.run.name for s in sel.settings for r in s.runs if not r.finished]
+  if unfinished:
+    out.append(f"Not finished (selected on what they logged so far): {', '.join(unfinished)}.")
+  best = sel.best
+  if best is not None and not best.test_metrics():
+    out.append(f"The selected runs logged no {TEST_PREFIX}... metric where they were "
+               "selected.")
+  if sel.metric.startswith(TEST_PREFIX):
+    out.append("Selected on a test metric: the test values above are optimistic; select "
+               "on a validation metric for an unbiased estimate.")
+  return out
+
+
+def _table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+  widths = [max(len(x) for x in col) for col in zip(header, *body)]
+  lines = ["  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip()
+           for row in [header, *body]]
+  lines.insert(1, "  ".join("-" * w for w in widths))
+  return lines
+
+
+def _markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+  lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+  return lines + ["| " + " | ".join(x.replace("|", "\\|") for x in row) + " |" for row in body]
+
+
+def _intro(sel: Selection) -> str:
+  return (f"Selection on {sel.metric} ({'lower' if sel.lower_is_better else 'higher'} is "
+          f"better): each setting's mean over its runs of each run's best {sel.metric}.")
+
+
+def _selected_intro(sel: Selection) -> str:
+  best = sel.best
+  return (f"Selected: {best.name}. Its test metrics where each run's {sel.metric} was best "
+          "(not its best test values):")
+
+
+def format_text(sel: Selection) -> str:
+  lines = [_intro(sel), "", *_table(*settings_rows(sel)), ""]
+  if sel.best is not None:
+    lines += [_selected_intro(sel), "", *_table(*selected_rows(sel)), ""]
+  return "\n".join(lines + notes(sel)).rstrip("\n") + "\n"
+
+
+def format_markdown(sel: Selection) -> str:
+  lines = [f"## Selection on {sel.metric}", "", _intro(sel), "",
+           *_markdown_table(*settings_rows(sel)), ""]
+  if sel.best is not None:
+    lines += [_selected_intro(sel), "", *_markdown_table(*selected_rows(sel)), ""]
+  return "\n".join(lines + notes(sel)).rstrip("\n") + "\n"
