@@ -17,7 +17,7 @@ Reproduce one curve of Figure 4 (the fixed binarization, from TFDS or the .amat 
   lnorm train --config configs/draw.py:norm=ln_cell --workdir runs/draw/ln_cell
 
 and the figure with ``scripts/reproduce_draw.sh`` or
-``lnorm sweep --config configs/draw.py --sweep figure4``. Without the fixed
+``lnorm sweep --config configs/draw.py --sweep paper``. Without the fixed
 binarization, ``--config.data.source=derived`` binarizes MNIST once from a seed
 (recorded in config.json; bounds close to, not identical with, the paper's).
 
@@ -117,7 +117,8 @@ def get_sweep(name=None):
   """Named grids of dotted overrides (see ``lnorm sweep``)."""
   sweeps = {
       # Figure 4: baseline, WN and LN (on the cell), same seed.
-      "figure4": [{"norm": n} for n in ("none", "wn", "ln_cell")],
+      "paper": [{"norm": n} for n in ("none", "wn", "ln_cell")],
+      "figure4": [{"norm": n} for n in ("none", "wn", "ln_cell")],  # The figure's name.
       "draw": [{"norm": n} for n in ("none", "wn", "ln_cell")],  # The issue's name.
       # Issue 15 at scale=cpu: the three norms, two seeds each, the same data order.
       "cpu": [{"norm": n, "seed": s} for n in ("none", "wn", "ln_cell") for s in (0, 1)],

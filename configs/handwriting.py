@@ -21,6 +21,13 @@ Reproduce one curve of Figure 5 (IAM-OnDB's two archives in $LNORM_DATA_DIR/iamo
   lnorm train --config configs/handwriting.py:norm=ln --workdir runs/handwriting/ln
 
 and the figure with ``lnorm sweep --config configs/handwriting.py --sweep paper``.
+Validation runs five times per decade of updates (``eval_points_per_decade``) on top
+of the epoch ends, so that the figure's logarithmic axis has points from its first
+decade on.
+
+``clip=graves`` replaces the global-norm clip of 100 with Graves's element-wise bounds
+(+-100 on the output layer's gradients, +-10 on the LSTMs'), applied to the parameter
+gradients rather than, as Graves did, to the derivatives inside back-propagation.
 
 ``scale=cpu`` is a reduced setting that shows both curves on one CPU core in about
 half an hour each: LSTMs of 128 instead of 400 (a step of 300 moves costs ~0.25 s
@@ -34,14 +41,19 @@ comparable with full-resolution ones. ``smoke=true`` is a tiny model on syntheti
 scribbles for tests.
 """
 
+import ml_collections
+
 from lnorm.config import parse_arg_string
 from lnorm.training.defaults import SCALES, base_config, norm_options
 
+#: The ``clip`` config argument: global-norm clipping, or Graves's element-wise form.
+CLIPS = ("global", "graves")
 
 
 def get_config(arg=None):
-  args = parse_arg_string(arg, {"norm": "ln", "scale": "paper", "smoke": False},
-                          choices={"scale": SCALES})
+  args = parse_arg_string(arg, {"norm": "ln", "scale": "paper", "clip": "global",
+                                "smoke": False},
+                          choices={"scale": SCALES, "clip": CLIPS})
   c = base_config()
   c.experiment = "handwriting"
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
@@ -69,6 +81,19 @@ def get_config(arg=None):
   # Graves clipped derivatives; the loss is in nats per line (hundreds to thousands),
   # so early gradients are large. Global-norm clipping; 0 turns it off.
   c.optimizer.clip_global_norm = 100.0
+  # Graves (2013) sec. 4-5 clipped element-wise: +-100 at the output layer, +-10 in the
+  # LSTMs. Here: parameter-path pattern -> bound (0: off) for the parameter gradients,
+  # each coordinate clipped to its group's bound ("layer_*" holds the three LSTMs and
+  # the window layer of the first). Graves clipped the derivatives with respect to the
+  # outputs and the LSTM activations inside back-propagation instead, so that the
+  # gradients computed from them used the clipped values: a different operation
+  # (lnorm.training.optim.clip_elementwise). The config argument clip=graves sets the
+  # bounds 100 and 10 and turns clip_global_norm off.
+  c.optimizer.clip_elementwise = ml_collections.ConfigDict({"mixture": 0.0, "layer_*": 0.0})
+  if args["clip"] == "graves":
+    c.optimizer.clip_elementwise.mixture = 100.0
+    c.optimizer.clip_elementwise["layer_*"] = 10.0
+    c.optimizer.clip_global_norm = 0.0
   c.eval_batch_size = 64
   # Written after every epoch into <workdir>/images/ (empty: no sample).
   c.sample_text = "layer normalization"
@@ -76,6 +101,13 @@ def get_config(arg=None):
   c.sample_max_steps = 0  # Pen moves before a sample is cut off (0: 40 per character).
   c.eval_splits = ("validation",)
   c.final_eval_splits = ("test",)
+  # Figure 5's x axis is logarithmic (units of 200 updates, up to ~200k updates): the
+  # epoch-end evaluations (the first after ~1,400 updates) leave its first decade empty.
+  # Five validations per decade of updates, at geometrically spaced steps, put five
+  # points in each decade from the start (about 27 up to 200k updates) at the cost of
+  # that many passes over the 5% validation split.
+  c.eval_points_per_decade = 5
+  c.eval_every_splits = ("validation",)
 
   c.data.name = "iamondb"
   c.data.source = "auto"  # auto: files (the two archives or folders) -> strokes_npy.
@@ -95,7 +127,6 @@ def get_config(arg=None):
     c.data.max_points = 400
     c.num_epochs = 3
     c.eval_every_steps = 250
-    c.eval_every_splits = ("validation",)
   if args["smoke"]:
     c.hidden_size = 16
     c.num_gaussians = 3
@@ -108,6 +139,7 @@ def get_config(arg=None):
     c.data.max_points = 64
     c.sample_text = "bad face"  # Words of the synthetic lines.
     c.sample_max_steps = 40
+    c.eval_points_per_decade = 0  # Epoch ends only: keeps the smoke runs short.
   return c
 
 

@@ -24,6 +24,12 @@ the authors' code computes from its 0-based ranks (``floor(median(r0)) + 1``,
 ``mean(r0) + 1``). :func:`evaluate` averages these over folds of ``fold_size`` images
 (Table 2: five folds of 1,000 images and 5,000 captions of COCO's 5k test images).
 
+**Model selection** (:func:`selection_score`): the score a validation run keeps its
+best model by, one of :data:`SELECTION_METRICS` averaged over the first folds.
+Vendrov et al.'s ``train.py`` kept the model with the best image-retrieval R@1 + R@5 +
+R@10 (``image_rsum``) on the first 1,000 validation images (one fold); ``rsum``, the
+sum of all six recalls, is this project's earlier choice, not the authors'.
+
 **Memory.** Scores are computed in blocks of ``query_block`` queries by
 ``candidate_block`` candidates, so at most ``query_block * candidate_block * D``
 intermediate values (the order-violation penalty needs every coordinate) and
@@ -160,16 +166,23 @@ def per_image_metrics(caption_ranks: jax.Array, image_ranks: jax.Array,
   for k in recall_at:
     out[f"caption_r{k}"] = 100.0 * (caption_ranks <= k)
     out[f"image_r{k}"] = 100.0 * jnp.mean(image_ranks <= k, axis=1)
-  out["rsum"] = sum(out[f"{d}_r{k}"] for d in ("caption", "image") for k in recall_at)
+  _add_recall_sums(out, recall_at)
   out["caption_mean_rank"] = caption_ranks
   out["image_mean_rank"] = jnp.mean(image_ranks, axis=1)
   return out
 
 
+def _add_recall_sums(out: dict, recall_at: Sequence[int]) -> None:
+  """``image_rsum`` (the image-retrieval recalls summed) and ``rsum`` (all six)."""
+  out["image_rsum"] = sum(out[f"image_r{k}"] for k in recall_at)
+  out["rsum"] = sum(out[f"{d}_r{k}"] for d in ("caption", "image") for k in recall_at)
+
+
 def summarize(caption_ranks, image_ranks, recall_at: Sequence[int] = RECALL_AT
               ) -> dict[str, float]:
-  """R@K (%), median and mean rank of both directions, and ``rsum`` (the sum of the
-  recalls, the authors' model-selection score)."""
+  """R@K (%), median and mean rank of both directions, ``image_rsum`` (the sum of the
+  image-retrieval recalls, Vendrov et al.'s model-selection score) and ``rsum`` (the
+  sum of the recalls of both directions)."""
   out = {}
   for direction, ranks in (("caption", caption_ranks), ("image", image_ranks)):
     ranks = np.asarray(ranks, np.float64)
@@ -177,7 +190,7 @@ def summarize(caption_ranks, image_ranks, recall_at: Sequence[int] = RECALL_AT
       out[f"{direction}_r{k}"] = float(100.0 * np.mean(ranks <= k))
     out[f"{direction}_median_rank"] = float(np.floor(np.median(ranks)))
     out[f"{direction}_mean_rank"] = float(np.mean(ranks))
-  out["rsum"] = sum(out[f"{d}_r{k}"] for d in ("caption", "image") for k in recall_at)
+  _add_recall_sums(out, recall_at)
   return out
 
 
@@ -187,13 +200,12 @@ def _jitted_ranks(images, captions, score, query_block, candidate_block):
                          candidate_block=candidate_block)
 
 
-def evaluate(images, captions, score: str | ScoreFn = "order", *, fold_size: int = 1000,
-             query_block: int = 16, candidate_block: int = 1024) -> dict[str, float]:
-  """:func:`summarize` averaged over consecutive folds of ``fold_size`` images and
-  their captions (a last, smaller fold counts as one fold), plus ``num_folds``.
-
-  ``fold_size=0`` ranks all images at once.
-  """
+def evaluate_folds(images, captions, score: str | ScoreFn = "order", *,
+                   fold_size: int = 1000, query_block: int = 16,
+                   candidate_block: int = 1024) -> list[dict[str, float]]:
+  """:func:`summarize` of each consecutive fold of ``fold_size`` images and their
+  captions, in order (a last, smaller fold is a fold of its own). ``fold_size=0``
+  ranks all images at once."""
   images, captions = np.asarray(images), np.asarray(captions)
   n = len(images)
   if n == 0 or len(captions) % n:
@@ -207,6 +219,56 @@ def evaluate(images, captions, score: str | ScoreFn = "order", *, fold_size: int
     ranks = _jitted_ranks(images[start:stop], captions[start * per_image:stop * per_image],
                           score, query_block, candidate_block)
     folds.append(summarize(*jax.device_get(ranks)))
+  return folds
+
+
+def mean_over_folds(folds: Sequence[dict[str, float]]) -> dict[str, float]:
+  """Every score averaged over ``folds``, plus ``num_folds``."""
   out = {k: float(np.mean([f[k] for f in folds])) for k in folds[0]}
   out["num_folds"] = len(folds)
   return out
+
+
+def evaluate(images, captions, score: str | ScoreFn = "order", *, fold_size: int = 1000,
+             query_block: int = 16, candidate_block: int = 1024) -> dict[str, float]:
+  """:func:`summarize` averaged over consecutive folds of ``fold_size`` images and
+  their captions (a last, smaller fold counts as one fold), plus ``num_folds``.
+
+  ``fold_size=0`` ranks all images at once.
+  """
+  return mean_over_folds(evaluate_folds(
+      images, captions, score, fold_size=fold_size, query_block=query_block,
+      candidate_block=candidate_block))
+
+
+#: The scores a validation run may select its model by (see :func:`selection_score`).
+SELECTION_METRICS = ("image_rsum", "rsum")
+
+
+def selection_folds(select_images: int, fold_size: int) -> int | None:
+  """How many leading folds the selection reads: ``select_images / fold_size``, or
+  None (every fold) for ``select_images=0``. ``select_images`` must be a whole number
+  of folds, so that the selection reuses the folds' ranks."""
+  if not select_images:
+    return None
+  if not fold_size or select_images % fold_size:
+    raise ValueError(f"select_images={select_images} is not a whole number of folds of "
+                     f"{fold_size or 'all'} images: use 0 (every image) or a multiple of "
+                     "the fold size.")
+  return select_images // fold_size
+
+
+def selection_score(folds: Sequence[dict[str, float]], metric: str = "image_rsum",
+                    num_folds: int | None = 1) -> float:
+  """``metric`` (one of :data:`SELECTION_METRICS`) averaged over the first
+  ``num_folds`` of ``folds`` (None or more than there are: all of them).
+
+  The defaults are Vendrov et al.'s rule (``train.py``): image-retrieval R@1 + R@5 +
+  R@10 on the first fold of 1,000 validation images. ``metric='rsum', num_folds=None``
+  is the sum of both directions' recalls over every fold.
+  """
+  if metric not in SELECTION_METRICS:
+    raise ValueError(f"Unknown selection metric {metric!r}; valid: "
+                     f"{', '.join(SELECTION_METRICS)}.")
+  chosen = folds[:num_folds] if num_folds else folds
+  return float(np.mean([f[metric] for f in chosen]))

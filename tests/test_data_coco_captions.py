@@ -59,6 +59,27 @@ def test_release_layout(tmp_path):
   assert ds.splits["validation"]["captions"][0, 0, 1] == text.OOV_ID
 
 
+def test_append_eos_ends_every_caption_with_eos(tmp_path):
+  write_release(tmp_path, dim=7)
+  plain, ended = load_files(tmp_path), load_files(tmp_path, append_eos=True)
+  vocab = text.Vocabulary(ended.info["vocabulary"])
+  # EOS takes id 2, right after pad and OOV; every word moves up by one.
+  assert image_captions.EOS_ID == 2 and vocab.id(text.EOS) == 2
+  assert ended.info["vocab_size"] == plain.info["vocab_size"] + 1
+  assert ended.info["max_length"] == plain.info["max_length"] + 1
+  for split in ("train", "validation"):
+    caps, lengths = ended.splits[split]["captions"], ended.splits[split]["caption_length"]
+    np.testing.assert_array_equal(lengths, plain.splits[split]["caption_length"] + 1)
+    # Image 1's third caption: its nine words, then EOS, then padding.
+    assert caps[1, 2, 9] == image_captions.EOS_ID and np.all(caps[1, 2, 10:] == text.PAD_ID)
+  assert vocab.decode(ended.splits["train"]["captions"][1, 2]) == (
+      "a train photo number 1 , caption 2 . <eos>".split())
+  # A caption cut by max_length keeps its EOS.
+  cut = load_files(tmp_path, append_eos=True, max_length=4)
+  assert vocab.decode(cut.splits["train"]["captions"][1, 2]) == "a train photo <eos>".split()
+  assert np.all(cut.splits["train"]["caption_length"] == 4)
+
+
 def test_other_collection_and_test_prefix(tmp_path):
   write_release(tmp_path, collection="f30k", prefixes=("train", "dev", "testall"),
                 sizes={"train": 2, "dev": 1, "testall": 4}, dim=3)

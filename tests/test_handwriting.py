@@ -9,11 +9,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from configs import handwriting as handwriting_config
 from experiments.handwriting import pictures
 from experiments.handwriting import sampling
 from experiments.handwriting.model import HandwritingSynthesis, sequence_nll, window_weights
+from experiments.handwriting.task import build_model
 from lnorm import cli
 from lnorm.rnn import make_lstm_cell
+from lnorm.training import optim
 from tests.helpers import epoch_records
 from tests.test_mdn import np_log_likelihood
 
@@ -176,6 +179,32 @@ def test_parameter_count_at_paper_size(norm, expected):
       jax.random.key(0), jnp.zeros((1, 4, 3)), jnp.ones((1,), jnp.int32),
       jnp.zeros((1, 3), jnp.int32), jnp.ones((1,), jnp.int32)))
   assert sum(x.size for x in jax.tree.leaves(shapes)) == expected
+
+
+@pytest.mark.parametrize("norm", ["none", "ln"])
+def test_graves_clipping_bounds_every_output_and_lstm_gradient(norm):
+  config = handwriting_config.get_config(f"norm={norm},clip=graves,smoke=true")
+  assert config.optimizer.clip_global_norm == 0.0
+  model = build_model(config, V)
+  params = jax.eval_shape(lambda: model.init(
+      jax.random.key(0), jnp.zeros((1, 4, 3)), jnp.ones((1,), jnp.int32),
+      jnp.zeros((1, 3), jnp.int32), jnp.ones((1,), jnp.int32)))["params"]
+  bounds = optim.elementwise_bounds(config.optimizer.clip_elementwise, params)
+  paths = [optim.parameter_path(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
+  assert sorted(bounds) == sorted(paths)  # Every parameter is in one of the two groups.
+  assert {p: b for p, b in bounds.items() if b == 100.0} == {
+      "mixture/bias": 100.0, "mixture/kernel": 100.0}
+  assert {b for p, b in bounds.items() if p.startswith("layer_")} == {10.0}
+  # A gradient of 50 everywhere: the output layer keeps it, the LSTMs get 10.
+  tx = optim.make_optimizer(config.optimizer)
+  grads = jax.tree.map(lambda x: jnp.full(x.shape, 50.0, x.dtype), params)
+  clipped = optim.clip_elementwise(config.optimizer.clip_elementwise).update(grads, None)[0]
+  assert float(clipped["mixture"]["kernel"].max()) == 50.0
+  assert float(clipped["layer_1"]["layer_0"]["hidden_proj"]["kernel"].max()) == 10.0
+  tx.init(jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), params))
+  # The default keeps the global-norm clip of 100 and no element-wise one.
+  default = handwriting_config.get_config("smoke=true").optimizer
+  assert default.clip_global_norm == 100.0 and not any(default.clip_elementwise.values())
 
 
 def test_untrained_window_advances_at_its_initial_step(precise_jax):

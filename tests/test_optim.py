@@ -3,6 +3,7 @@ computation, the order of the chain, and the optimizers by name."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
@@ -69,3 +70,99 @@ def test_adam_first_step():
 def test_unknown_optimizer_lists_the_choices():
   with pytest.raises(ConfigError, match="Unknown optimizer 'adamax'.*adam, adamw, sgd"):
     optim.make_optimizer(ml_collections.ConfigDict({"name": "adamax", "learning_rate": 1.0}))
+
+
+# --- the Theano Adam of the skip-thoughts and order-embeddings authors -----------------
+
+
+def _run(config, gradients):
+  """The updates of ``config``'s optimizer for a sequence of gradients of one scalar."""
+  tx = optim.make_optimizer(config)
+  params = jnp.zeros((), jnp.float32)
+  state = tx.init(params)
+  out = []
+  for g in gradients:
+    update, state = tx.update(jnp.float32(g), state, params)
+    out.append(float(update))
+  return out
+
+
+def test_adam_theano_first_steps_by_hand():
+  config = ml_collections.ConfigDict({"name": "adam_theano", "learning_rate": 1.0,
+                                      "eps": 0.0})
+  got = _run(config, [1.0, -2.0, 0.5])
+  # t = 1: m = 0.1, v = 0.001, factor sqrt(1 - 0.001) / (1 - 0.1):
+  #   step = sqrt(0.999) / 0.9 * 0.1 / sqrt(0.001) = sqrt(999) / 9 = 3.51188...
+  # t = 2: m = 0.09 - 0.2 = -0.11, v = 0.000999 + 0.004 = 0.004999,
+  #   factor sqrt(1 - 1e-6) / 0.99
+  # t = 3: m = -0.099 + 0.05 = -0.049, v = 0.004994001 + 0.00025 = 0.005244001,
+  #   factor sqrt(1 - 1e-9) / 0.999
+  expected = [np.sqrt(999.0) / 9.0,
+              np.sqrt(1 - 1e-6) / 0.99 * -0.11 / np.sqrt(0.004999),
+              np.sqrt(1 - 1e-9) / 0.999 * -0.049 / np.sqrt(0.005244001)]
+  np.testing.assert_allclose(got, [-e for e in expected], rtol=1e-5)
+  np.testing.assert_allclose(got[0], -3.5118846, rtol=1e-6)
+
+
+def test_adam_theano_steps_are_larger_than_adams_early_and_equal_later():
+  # A constant gradient: Adam's step is lr; theirs is (1 - 0.9^t) / sqrt(1 - 0.999^t)
+  # times the factor of the docstring (1 from t = 4 on): 6.57 at t = 12, 1.26 at 1,000.
+  steps = 3000
+  theano = -np.array(_run(ml_collections.ConfigDict(
+      {"name": "adam_theano", "learning_rate": 1.0}), [0.3] * steps))
+  adam = -np.array(_run(ml_collections.ConfigDict(
+      {"name": "adam", "learning_rate": 1.0}), [0.3] * steps))
+  np.testing.assert_allclose(adam, 1.0, rtol=1e-4)
+  t = np.array([12, 1000, 3000])
+  np.testing.assert_allclose(theano[t - 1], (1 - 0.9 ** t) / np.sqrt(1 - 0.999 ** t),
+                             rtol=1e-4)
+  np.testing.assert_allclose(theano[t - 1], [6.569, 1.258, 1.026], atol=2e-3)
+
+
+# --- element-wise clipping by parameter group (Graves 2013) ----------------------------
+
+HANDWRITING_LIKE = {
+    "mixture": {"kernel": np.array([[150.0, -30.0], [-250.0, 99.0]]),
+                "bias": np.array([101.0, -100.5])},
+    "layer_0": {"lstm": {"bias": np.array([12.0, -3.0])},
+                "window": {"bias": np.array([40.0, -40.0])}},
+    "layer_1": {"layer_0": {"bias": np.array([-11.0, 9.5])}},
+}
+
+
+def _sgd_update(config, grads):
+  tx = optim.make_optimizer(config)
+  params = jax.tree.map(jnp.zeros_like, grads)
+  updates, _ = tx.update(jax.tree.map(jnp.float32, grads), tx.init(params), params)
+  return jax.tree.map(np.asarray, updates)
+
+
+def test_elementwise_clipping_by_parameter_group():
+  config = _sgd()
+  config.clip_elementwise = ml_collections.ConfigDict(
+      {"mixture": 100.0, "layer_*/lstm": 10.0, "layer_1": 10.0})
+  updates = _sgd_update(config, HANDWRITING_LIKE)
+  # Each coordinate on its own, to its group's bound; the window matches no pattern.
+  np.testing.assert_allclose(updates["mixture"]["kernel"], [[-100.0, 30.0], [100.0, -99.0]])
+  np.testing.assert_allclose(updates["mixture"]["bias"], [-100.0, 100.0])
+  np.testing.assert_allclose(updates["layer_0"]["lstm"]["bias"], [-10.0, 3.0])
+  np.testing.assert_allclose(updates["layer_0"]["window"]["bias"], [-40.0, 40.0])
+  np.testing.assert_allclose(updates["layer_1"]["layer_0"]["bias"], [10.0, -9.5])
+
+
+def test_elementwise_clipping_takes_the_smallest_matching_bound_and_zero_is_off():
+  config = _sgd()
+  config.clip_elementwise = ml_collections.ConfigDict(
+      {"layer_*": 20.0, "layer_0/window": 5.0, "mixture": 0.0})
+  updates = _sgd_update(config, HANDWRITING_LIKE)
+  np.testing.assert_allclose(updates["layer_0"]["window"]["bias"], [-5.0, 5.0])
+  np.testing.assert_allclose(updates["layer_0"]["lstm"]["bias"], [-12.0, 3.0])
+  np.testing.assert_allclose(updates["mixture"]["bias"], [-101.0, 100.5])
+
+
+def test_elementwise_pattern_matching_nothing_is_an_error():
+  config = _sgd()
+  config.clip_elementwise = ml_collections.ConfigDict({"output": 100.0})
+  with pytest.raises(ConfigError, match="'output' matches no parameter.*layer_0, "
+                     "layer_1, mixture"):
+    _sgd_update(config, HANDWRITING_LIKE)

@@ -222,7 +222,7 @@ def test_cli_smoke_run_and_resume(tmp_path):
   (first,) = epoch_records(twice)
   first_validations = [r for r in _records(twice) if "validation/rsum" in r]
   assert first["epoch"] == 1 and first["best/step"] == max(
-      first_validations, key=lambda r: r["validation/rsum"])["step"]
+      first_validations, key=lambda r: r["validation/selection_rsum"])["step"]
   assert "test/caption_r1" in first  # A finished run tests its best model.
   assert cli.main(["train", "--config", SMOKE, "--workdir", twice]) == 0
 
@@ -242,9 +242,15 @@ def test_cli_smoke_run_and_resume(tmp_path):
   assert [r["step"] for r in mid] == [5, 15]
   validated = [r for r in _records(twice) if "validation/rsum" in r]
   assert [r["step"] for r in validated] == [5, 10, 15, 20]
-  best = max(validated, key=lambda r: r["validation/rsum"])
-  assert (final["best/step"], final["best/validation_rsum"]) == (best["step"],
-                                                                 best["validation/rsum"])
+  best = max(validated, key=lambda r: r["validation/selection_rsum"])
+  assert (final["best/step"], final["best/selection_rsum"]) == (
+      best["step"], best["validation/selection_rsum"])
+  # The smoke validation split is one fold of 50 images: the selection score is its
+  # image-retrieval R@1+5+10.
+  for r in validated:
+    assert r["validation/selection_rsum"] == pytest.approx(r["validation/image_rsum"])
+    assert r["validation/image_rsum"] == pytest.approx(
+        r["validation/image_r1"] + r["validation/image_r5"] + r["validation/image_r10"])
   with open(os.path.join(once, "config.json")) as f:
     run = json.load(f)
   assert run["data"]["source"] == "synthetic" and run["data"]["synthetic"]
@@ -262,3 +268,47 @@ def test_the_loops_per_batch_folds_must_match_the_fold_size():
   Task(config)
   config.eval_splits, config.eval_batch_size = (), 25  # Embedding batches only.
   Task(config)
+
+
+# --- the authors' setup (Vendrov et al.'s code) -------------------------------------------
+
+
+@pytest.mark.parametrize("score,margin,use_abs", [("order", 0.05, True),
+                                                  ("cosine", 0.2, False)])
+def test_margin_and_absolute_value_follow_the_score(score, margin, use_abs):
+  # driver.py: the order model 0.05 with |.|, the symmetric one 0.2 without.
+  config = config_lib.load_config(f"configs/order_embeddings.py:score={score}")
+  assert (config.model.margin, config.model.use_abs) == (margin, use_abs)
+
+
+def test_defaults_are_the_authors():
+  config = config_lib.load_config("configs/order_embeddings.py")
+  assert config.optimizer.name == "adam_theano" and config.loss_reduction == "sum"
+  assert (config.retrieval.select_on, config.retrieval.select_images) == ("image_rsum", 1000)
+  assert config.data.append_eos
+
+
+def test_training_loss_is_summed_or_averaged_over_the_batch(precise_jax):
+  del precise_jax
+  rng = np.random.default_rng(5)
+  s = np.abs(rng.normal(size=(4, 3))).astype(np.float32)
+  im = np.abs(rng.normal(size=(4, 3))).astype(np.float32)
+  config = config_lib.load_config(SMOKE)
+  want = np_contrastive_loss(s, im, "order", config.model.margin)
+  loss, metrics = Task(config).loss_and_metrics({"captions": s, "images": im}, {})
+  np.testing.assert_allclose(float(loss), want, rtol=1e-5)
+  config.loss_reduction = "mean"
+  loss, _ = Task(config).loss_and_metrics({"captions": s, "images": im}, {})
+  np.testing.assert_allclose(float(loss), want / 4, rtol=1e-5)
+  np.testing.assert_allclose(float(np.sum(metrics["pair_loss"])), want, rtol=1e-5)
+
+
+def test_selection_settings_are_checked():
+  config = config_lib.load_config(SMOKE)
+  config.retrieval.select_images = 75  # Folds of 50.
+  with pytest.raises(ConfigError, match="select_images=75 is not a whole number of folds"):
+    Task(config)
+  config.retrieval.select_images, config.retrieval.select_on = 0, "caption_rsum"
+  with pytest.raises(ConfigError, match="select_on is 'caption_rsum'; valid choices: "
+                                        "image_rsum, rsum"):
+    Task(config)

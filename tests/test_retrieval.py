@@ -63,6 +63,7 @@ def test_ranks_of_a_hand_made_score_matrix_with_ties():
   assert summary["image_r1"] == 25.0 and summary["image_r2"] == 100.0
   assert summary["image_median_rank"] == 2.0 and summary["image_mean_rank"] == 1.75
   assert summary["rsum"] == 50.0 + 100.0 + 25.0 + 100.0
+  assert summary["image_rsum"] == 25.0 + 100.0  # Image retrieval only: the authors' selection.
 
 
 def test_a_collapsed_model_gets_the_worst_ranks():
@@ -166,6 +167,21 @@ def test_evaluate_averages_over_folds():
   assert whole["num_folds"] == 1
   assert whole["caption_mean_rank"] == pytest.approx(
       np.mean(numpy_ranks(captions @ images.T, per_image)[0]))
+
+
+def test_evaluate_folds_lists_what_evaluate_averages():
+  rng = np.random.default_rng(5)
+  images = rng.normal(size=(7, 3)).astype(np.float32)
+  captions = rng.normal(size=(35, 3)).astype(np.float32)
+  folds = retrieval.evaluate_folds(images, captions, "cosine", fold_size=4)
+  assert len(folds) == 2
+  first = retrieval.summarize(*numpy_ranks(captions[:20] @ images[:4].T, 5))
+  assert folds[0] == pytest.approx(first)
+  assert retrieval.mean_over_folds(folds) == pytest.approx(
+      retrieval.evaluate(images, captions, "cosine", fold_size=4))
+  # The first fold's image recalls: the default selection score.
+  assert retrieval.selection_score(folds) == pytest.approx(
+      first["image_r1"] + first["image_r5"] + first["image_r10"])
 
 
 def test_mismatched_counts_are_refused():

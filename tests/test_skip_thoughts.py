@@ -80,11 +80,15 @@ def test_loss_is_the_summed_cross_entropy_of_real_targets(precise_jax):
   np.testing.assert_allclose(nll, expected, rtol=1e-5)
   task, _ = build("none")
   weight = np.full(len(tokens), 0.25, np.float32)
-  loss, metrics = task.loss_and_metrics(
-      jnp.asarray(logits, jnp.float32),
-      {"tokens": tokens, "length": lengths, "token_weight": weight})
-  np.testing.assert_allclose(loss, expected.mean(), rtol=1e-5)
+  batch = {"tokens": tokens, "length": lengths, "token_weight": weight}
+  loss, metrics = task.loss_and_metrics(jnp.asarray(logits, jnp.float32), batch)
+  # The default: summed over the batch, as Kiros et al.'s training/model.py.
+  assert task.config.loss_reduction == "sum"
+  np.testing.assert_allclose(loss, expected.sum(), rtol=1e-5)
   np.testing.assert_allclose(metrics["token_nll"], expected * 0.25, rtol=1e-5)
+  task.config.loss_reduction = "mean"
+  loss, _ = task.loss_and_metrics(jnp.asarray(logits, jnp.float32), batch)
+  np.testing.assert_allclose(loss, expected.mean(), rtol=1e-5)
 
 
 @pytest.mark.parametrize("norm", ["none", "ln"])

@@ -1,7 +1,8 @@
 """Handwriting synthesis on IAM-OnDB (LN paper sec. 6.5, Figure 5; Graves 2013 sec. 5.2).
 
 The loss is the exact negative log-likelihood of the pen moves and end-of-stroke
-flags in nats per line (padding excluded), averaged over the batch. Metrics per
+flags in nats per line (padding excluded), averaged over the batch (summed with
+``loss_reduction='sum'``). Metrics per
 line: 'nll' (nats per line), 'points' (real moves in the line) and 'nll_per_point'
 ('nll' / 'points' of each line; the epoch's value is its mean over lines).
 
@@ -28,7 +29,7 @@ from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.checkpoint import restore_latest
 from lnorm.training.loop import TrainState
 from lnorm.training.optim import make_optimizer
-from lnorm.training.task import Task as BaseTask
+from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
 
 DATA_RECORD = "handwriting_data.json"
 
@@ -46,6 +47,7 @@ def build_model(config, num_symbols: int) -> HandwritingSynthesis:
 
 class Task(BaseTask):
   norms = ("none", "ln")
+  loss_reductions = LOSS_REDUCTIONS
 
   def build_model(self, dataset):
     self._model = build_model(self.config, dataset.info["num_symbols"])
@@ -59,7 +61,7 @@ class Task(BaseTask):
                                self.config.num_components)
     metrics = {"nll": nll, "points": points,
                "nll_per_point": nll / jnp.maximum(points, 1.0)}
-    return jnp.mean(nll), metrics
+    return self.reduce_loss(nll), metrics
 
   def end_of_epoch(self, state, workdir, step, writer):
     """Records the data scale and writes this epoch's sample of ``sample_text``."""

@@ -2,7 +2,8 @@
 REFERENCE.md sec. 7), and the loss both are trained with.
 
   caption: word embedding 300 -> GRU 1024 (LN-GRU for norm=ln), last state over the
-           real words -> L2-normalise -> |.|
+           real tokens (the words, then EOS when the data append it, as the authors'
+           code did) -> L2-normalise -> |.|
   image:   linear D -> 1024 (D = 4096 VGG features) -> L2-normalise -> |.|
 
 A score s(caption, image) from ``lnorm.retrieval`` (higher = better match) ranks
@@ -57,7 +58,7 @@ class OrderEmbedding(nn.Module):
 
   def embed_captions(self, tokens, lengths, *, train: bool = False):
     """``tokens [B, T]``, ``lengths [B]`` -> ``[B, E]``: the GRU's state after the last
-    real word (padding after the words never reaches it)."""
+    real token (padding after it never reaches it)."""
     out = self.gru(self.word_embed(tokens), lengths, train=train)
     return self._finish(out.final_hidden)
 
@@ -86,7 +87,8 @@ def contrastive_loss(caption_emb, image_emb, score: str = "order", margin: float
     image j against caption i: max(0, margin - S[j, j] + S[i, j]),  for i != j.
   Returns ``(total, per_example [B])``: the sum over all pairs (the authors' loss, not
   a mean) and each pair's share, its row of the first term plus its column of the
-  second, which sums to the total.
+  second, which sums to the total. The margin was 0.05 for the order model and 0.2
+  for the symmetric (cosine) one in the authors' ``driver.py``.
   """
   s = retrieval.score_function(score)(caption_emb, image_emb)
   positive = jnp.diagonal(s)

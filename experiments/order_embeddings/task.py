@@ -8,8 +8,12 @@ which the loop's per-batch evaluation does not offer, so it runs in the task's h
 
 * every ``periodic_eval_every_steps`` updates (the paper's 300) and at each epoch end:
   R@K and median and mean ranks on the validation split, in folds of
-  ``retrieval.fold_size`` (1,000) images; the parameters with the best sum of recalls so
-  far are kept in ``<workdir>/best/``, as the authors selected their model;
+  ``retrieval.fold_size`` (1,000) images; the parameters with the best selection score
+  so far are kept in ``<workdir>/best/``. The score is ``retrieval.select_on`` over the
+  first ``retrieval.select_images`` validation images: by default image-retrieval
+  R@1 + R@5 + R@10 over the first 1,000, as Vendrov et al.'s ``train.py`` selected;
+  ``select_on=rsum, select_images=0`` is the sum of both directions' recalls over every
+  fold, this project's earlier rule;
 * after the last update, the best parameters are evaluated on the test split, fold by
   fold (Table 2: the mean over 5 folds of 1,000 images).
 
@@ -18,8 +22,13 @@ The loop's own evaluation (``eval_splits``, ``eval_every_steps``) also works whe
 recalls whose means over the split are the fold-averaged scores; it selects no model.
 
 Logged as ``validation/caption_r1`` ... ``validation/image_mean_rank``,
-``validation/rsum``, ``best/step``, ``best/validation_rsum`` and (at the end)
-``test/...`` of the selected model.
+``validation/image_rsum``, ``validation/rsum`` (means over all folds),
+``validation/selection_rsum`` (the selection score), ``best/step``,
+``best/selection_rsum`` and (at the end) ``test/...`` of the selected model.
+
+The training loss is the contrastive hinge summed over the batch's pairs
+(``loss_reduction='sum'``, the authors' ``model.py``) or its mean per image
+(``'mean'``).
 """
 
 from __future__ import annotations
@@ -38,13 +47,14 @@ from lnorm.rnn import cell_options, make_gru_cell
 from lnorm.training import defaults
 from lnorm.training import parallel
 from lnorm.training.best_model import BestModel
-from lnorm.training.task import Task as BaseTask
+from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
 
 
 class Task(BaseTask):
 
   norms = ("none", "ln")
   rng_streams = ("caption",)
+  loss_reductions = LOSS_REDUCTIONS
 
   def __init__(self, config):
     super().__init__(config)
@@ -54,6 +64,14 @@ class Task(BaseTask):
     if config.retrieval.fold_size <= 0:
       raise ConfigError("retrieval.fold_size is the number of images per retrieval fold "
                         "(1000 in the paper) and must be positive.")
+    if config.retrieval.select_on not in retrieval.SELECTION_METRICS:
+      raise ConfigError(f"retrieval.select_on is {config.retrieval.select_on!r}; valid "
+                        f"choices: {', '.join(retrieval.SELECTION_METRICS)}.")
+    try:
+      self._selection_folds = retrieval.selection_folds(config.retrieval.select_images,
+                                                        config.retrieval.fold_size)
+    except ValueError as e:
+      raise ConfigError(f"retrieval.select_images: {e}") from e
     loop_evaluates = bool(config.eval_splits or config.final_eval_splits
                           or config.eval_every_steps)
     if loop_evaluates and config.eval_batch_size != config.retrieval.fold_size:
@@ -89,9 +107,9 @@ class Task(BaseTask):
   def loss_and_metrics(self, outputs, batch):
     captions, images = outputs["captions"], outputs["images"]
     if captions.ndim == 2:  # Training: one caption per image.
-      total, per_example = contrastive_loss(captions, images, self.config.model.score,
-                                            self.config.model.margin)
-      return total, {"pair_loss": per_example}
+      _, per_example = contrastive_loss(captions, images, self.config.model.score,
+                                        self.config.model.margin)
+      return self.reduce_loss(per_example), {"pair_loss": per_example}
     # Evaluation: this batch is one fold; padded rows are neither queries nor candidates.
     ranks = retrieval.retrieval_ranks(
         images, captions.reshape(-1, captions.shape[-1]), self.config.model.score,
@@ -113,11 +131,15 @@ class Task(BaseTask):
       captions.append(out["captions"][:keep].reshape(-1, out["captions"].shape[-1]))
     return np.concatenate(images), np.concatenate(captions)
 
-  def retrieval_scores(self, variables, split: str) -> dict[str, float]:
+  def retrieval_folds(self, variables, split: str) -> list[dict[str, float]]:
+    """The retrieval scores of each fold of ``split``."""
     images, captions = self.embed_split(variables, split)
-    return retrieval.evaluate(images, captions, self.config.model.score,
-                              fold_size=self.config.retrieval.fold_size,
-                              **self._ranking_options())
+    return retrieval.evaluate_folds(images, captions, self.config.model.score,
+                                    fold_size=self.config.retrieval.fold_size,
+                                    **self._ranking_options())
+
+  def retrieval_scores(self, variables, split: str) -> dict[str, float]:
+    return retrieval.mean_over_folds(self.retrieval_folds(variables, split))
 
   def _total_steps(self) -> int:
     steps_per_epoch = batching.steps_per_epoch(
@@ -127,12 +149,15 @@ class Task(BaseTask):
   def _validate_and_select(self, state, workdir: str, step: int):
     """Validation retrieval scores, offered to the best-model store."""
     variables = {"params": state.params}
-    scores = self.retrieval_scores(variables, "validation")
+    folds = self.retrieval_folds(variables, "validation")
+    selection = retrieval.selection_score(folds, self.config.retrieval.select_on,
+                                          self._selection_folds)
     best = BestModel(workdir)
-    best.offer(step, scores["rsum"], variables)
+    best.offer(step, selection, variables)
     record = best.record()
-    out = {f"validation/{k}": v for k, v in scores.items()}
-    out.update({"best/step": record["step"], "best/validation_rsum": record["score"]})
+    out = {f"validation/{k}": v for k, v in retrieval.mean_over_folds(folds).items()}
+    out.update({"validation/selection_rsum": selection, "best/step": record["step"],
+                "best/selection_rsum": record["score"]})
     return out, best
 
   def periodic_evaluation(self, state, workdir, step):

@@ -2,8 +2,10 @@
 
 Examples are (previous, current, next) sentences of one book (``lnorm.data.books``).
 The loss of an example is the summed token cross-entropy of both decoders over the
-real target tokens (words and EOS, never padding); the training loss is its batch
-mean, as in Kiros et al.'s code. Per-example metrics:
+real target tokens (words and EOS, never padding); the training loss is its sum over
+the batch (``loss_reduction='sum'``, the default: Kiros et al.'s ``training/model.py``
+sums the costs over words and sentences, then clips the global norm at 5) or its mean
+(``'mean'``, the clip then 64 times looser). Per-example metrics:
 
 * ``nll``: that sum (nats per sentence triple);
 * ``token_nll``: ``nll`` times the split's ``token_weight``, whose mean over a split
@@ -36,7 +38,7 @@ from lnorm.errors import UserError
 from lnorm.rnn import cell_options, make_gru_cell, masked_mean, sequence_mask
 from lnorm.training import loop, parallel
 from lnorm.training.checkpoint import abstract_like, restore_latest
-from lnorm.training.task import Task as BaseTask
+from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
 
 VOCABULARY_FILE = "vocabulary.txt"
 ENCODERS = ("trained", "random", "bow")
@@ -49,6 +51,7 @@ LENGTH_BUCKET = 16
 class Task(BaseTask):
 
   norms = ("none", "ln")
+  loss_reductions = LOSS_REDUCTIONS
 
   def build_model(self, dataset):
     return self.model_for_vocabulary(dataset.info["vocab_size"])
@@ -64,7 +67,7 @@ class Task(BaseTask):
 
   def loss_and_metrics(self, logits, batch):
     nll = decoder_nll(logits, batch["tokens"], batch["length"])
-    return jnp.mean(nll), {"nll": nll, "token_nll": nll * batch["token_weight"]}
+    return self.reduce_loss(nll), {"nll": nll, "token_nll": nll * batch["token_weight"]}
 
   def sentence_encoder(self, workdir: str, kind: str = "trained"):
     """``(encode, step)``: ``encode(token lists) -> [N, D]`` float32 features of the

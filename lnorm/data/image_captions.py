@@ -4,8 +4,9 @@ LN paper sec. 6.1, REFERENCE.md sec. 7).
 Splits 'train', 'validation', 'test'; one row per image:
   'image'           float32 [N, D]  image features (D from the data: 4096 for VGG)
   'captions'        int32 [N, K, T] word ids (``lnorm.data.text``: 0 pad, 1 OOV),
-                    padding after the words
-  'caption_length'  int32 [N, K]    real words per caption
+                    then EOS (id 2) if ``append_eos``, then padding
+  'caption_length'  int32 [N, K]    real tokens per caption (words, and EOS if
+                    ``append_eos``)
 ``info``: vocab_size (the embedding table's size), feature_size, captions_per_image,
 max_length, vocabulary.
 
@@ -29,7 +30,16 @@ project does not have.
 
 Captions are lower-cased and split by ``lnorm.data.text.tokenize`` (the release is
 already tokenised, so this mostly lower-cases). The vocabulary is built from the
-training captions only (every word by default, as the authors' dictionary did).
+training captions only (every word by default). Vendrov et al.'s dictionary took
+every word of the training and dev captions, so a word seen only in validation had an
+embedding of its own (never trained); here it is out of vocabulary.
+
+``append_eos`` (default False when the option is absent, for data loaded by runs from
+before it existed; the order-embeddings config sets True) ends every caption with
+:data:`lnorm.data.text.EOS`, as Vendrov et al.'s ``datasource.py`` did (their id 0,
+here :data:`EOS_ID` = 2, the first id after pad and OOV, as in ``lnorm.data.books``):
+the caption's embedding is then the GRU's state after reading EOS. A caption cut by
+``max_length`` keeps its EOS.
 """
 
 from __future__ import annotations
@@ -42,10 +52,13 @@ import numpy as np
 from lnorm.data import core
 from lnorm.data import locate
 from lnorm.data import text
+from lnorm.errors import ConfigError
 
 NAME = "image_captions"
 DEFAULT_COLLECTION = "coco"
 CAPTIONS_PER_IMAGE = 5
+#: The end-of-caption token's id with ``append_eos``: the first special after pad and OOV.
+EOS_ID = len(text.RESERVED)
 #: Our split -> the file prefix of the release.
 FILE_PREFIXES = {"train": "train", "validation": "dev", "test": "test"}
 
@@ -141,14 +154,21 @@ def encode(raw: dict[str, tuple[list[str], np.ndarray]], config: Any, name: str,
   per_image = core.option(config, "captions_per_image", CAPTIONS_PER_IMAGE)
   tokens = {s: [text.tokenize(c) for c in captions] for s, (captions, _) in raw.items()}
   counts = text.count_words(tokens["train"])
-  vocab = text.Vocabulary.from_counts(counts, core.option(config, "vocab_size", 0) or len(counts))
-  # 0: the longest caption of any split, so that no caption is cut.
-  max_length = core.option(config, "max_length", 0) or max(
+  specials = (text.EOS,) if core.option(config, "append_eos", False) else ()
+  vocab = text.Vocabulary.from_counts(
+      counts, core.option(config, "vocab_size", 0) or len(counts) + len(specials), specials)
+  end = [EOS_ID] if specials else []
+  # 0: the longest caption of any split (and its EOS), so that no caption is cut.
+  max_length = core.option(config, "max_length", 0) or len(end) + max(
       max((len(t) for t in split_tokens), default=1) for split_tokens in tokens.values())
+  if max_length <= len(end):
+    raise ConfigError(f"data.max_length={max_length} leaves no room for a word before the "
+                      "EOS of data.append_eos: set it to 0 (the longest caption) or more.")
   data = {}
   for split, (_, features) in raw.items():
-    ids, lengths = text.pad_and_truncate([vocab.encode(t) for t in tokens[split]],
-                                         max_length, padding="post", truncating="post")
+    ids, lengths = text.pad_and_truncate(
+        [vocab.encode(t)[:max_length - len(end)] + end for t in tokens[split]],
+        max_length, padding="post", truncating="post")
     n = len(features)
     data[split] = {"image": features,
                    "captions": ids.reshape(n, per_image, max_length),

@@ -59,6 +59,12 @@ def base_config() -> ml_collections.ConfigDict:
   c.progress_bar = True  # tqdm bar with loss and examples/s.
   c.matmul_precision = "default"  # 'highest' to disable TF32/bf16 passes on GPU/TPU.
 
+  # How a task's per-example losses become the training loss (Task.reduce_loss): their
+  # "mean" over the batch, or their "sum" (the LN-paper authors' Theano code for
+  # skip-thoughts and order-embeddings), which multiplies the gradient by the batch size
+  # and so makes a global-norm clip that many times tighter.
+  c.loss_reduction = "mean"
+
   c.optimizer = ml_collections.ConfigDict()
   c.optimizer.name = "adam"  # One of lnorm.training.optim.OPTIMIZERS.
   c.optimizer.learning_rate = 1e-3

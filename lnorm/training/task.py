@@ -35,6 +35,10 @@ EXPERIMENTS = {
 }
 
 
+#: The values of ``config.loss_reduction`` (see :meth:`Task.reduce_loss`).
+LOSS_REDUCTIONS = ("mean", "sum")
+
+
 class Task:
   """Base class: override ``build_model`` and ``loss_and_metrics``.
 
@@ -49,6 +53,11 @@ class Task:
   #: The padded variable-length feature and the feature holding its real lengths,
   #: which ``config.length_buckets`` groups batches by; None: the task has none.
   length_feature: tuple[str, str] | None = None
+  #: Values of ``config.loss_reduction`` this experiment honours: those whose
+  #: ``loss_and_metrics`` reduces through :meth:`reduce_loss` list ``LOSS_REDUCTIONS``;
+  #: the others accept only the mean, so that asking them for a sum is an error rather
+  #: than a silent no-op.
+  loss_reductions: tuple[str, ...] = ("mean",)
 
   def __init__(self, config: ml_collections.ConfigDict):
     self.config = config
@@ -59,6 +68,28 @@ class Task:
     if norm is not None and norm not in self.norms:
       raise ConfigError(f"Normalizer {norm!r} is not available for experiment "
                         f"{config.experiment!r}. Valid choices: {', '.join(self.norms)}.")
+    reduction = config.get("loss_reduction", "mean")
+    if reduction not in self.loss_reductions:
+      raise ConfigError(f"loss_reduction={reduction!r} is not available for experiment "
+                        f"{config.experiment!r}. Valid choices: "
+                        f"{', '.join(self.loss_reductions)}.")
+
+  def reduce_loss(self, per_example: jax.Array) -> jax.Array:
+    """The training loss from per-example losses ``[B]``, by ``config.loss_reduction``.
+
+    ``mean`` is independent of the batch size. ``sum`` is what the skip-thoughts and
+    order-embeddings authors minimised: its gradient is B times the mean's, so a
+    global-norm clip at c acts on it as a clip at c / B acts on the mean's gradient
+    (the clipped sum-gradient is exactly B times the mean-gradient clipped at c / B).
+    Adam is nearly invariant to that factor, so in effect only the clip tightens.
+    """
+    reduction = self.config.get("loss_reduction", "mean")
+    if reduction == "sum":
+      return jnp.sum(per_example)
+    if reduction == "mean":
+      return jnp.mean(per_example)
+    raise ConfigError(f"loss_reduction={reduction!r}; valid choices: "
+                      f"{', '.join(LOSS_REDUCTIONS)}.")
 
   def load_data(self) -> Dataset:
     from lnorm import data  # pylint: disable=g-import-not-at-top
@@ -73,7 +104,9 @@ class Task:
     raise NotImplementedError
 
   def loss_and_metrics(self, outputs: Any, batch: Batch) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """The scalar training loss (mean over the batch) and per-example metrics [B]."""
+    """The scalar training loss and per-example metrics [B]. Tasks whose loss is a
+    reduction of per-example losses use :meth:`reduce_loss`, so that
+    ``config.loss_reduction`` chooses between their mean and their sum."""
     raise NotImplementedError
 
   def end_of_epoch(self, state: Any, workdir: str, step: int, writer: Any) -> dict | None:
