@@ -14,7 +14,11 @@ import logging
 import sys
 
 from lnorm import host_memory
-from lnorm.errors import UserError
+from lnorm.errors import Interrupted, UserError
+
+#: The exit code of a command stopped by SIGINT (Ctrl-C) or SIGTERM, as shells report
+#: a process killed by SIGINT (128 + 2). ``lnorm sweep`` reads it from its members.
+INTERRUPTED_EXIT_CODE = 130
 
 #: command -> (module, help). Each module has ``add_arguments(parser)`` and
 #: ``run(args, overrides) -> int``. Only the chosen command's module is imported, so
@@ -75,9 +79,16 @@ def main(argv: list[str] | None = None) -> int:
       logging.getLogger(noisy).setLevel(logging.WARNING)
     module = importlib.import_module(COMMANDS[args.command][0])
     return module.run(args, overrides)
+  except Interrupted as e:  # Stopped on purpose, after saving: not an error.
+    print(f"lnorm: {e}", file=sys.stderr)
+    return INTERRUPTED_EXIT_CODE
+  except KeyboardInterrupt:  # Ctrl-C where a command was not ready to save.
+    print("lnorm: stopped by Ctrl-C (SIGINT). Rerun the same command to continue: a run "
+          "resumes from its latest checkpoint, if it saved one.", file=sys.stderr)
+    return INTERRUPTED_EXIT_CODE
   except UserError as e:
     print(f"lnorm: error: {e}", file=sys.stderr)
-    return 130 if type(e).__name__ == "Interrupted" else 2
+    return 2
 
 
 if __name__ == "__main__":

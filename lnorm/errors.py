@@ -14,5 +14,16 @@ class WorkdirConflictError(UserError):
   """The workdir holds a run with a different config."""
 
 
+class DataConflictError(WorkdirConflictError):
+  """The workdir holds a run trained on other data than the command now loads."""
+
+
 class DivergenceError(UserError):
   """The loss or gradient norm stopped being finite."""
+
+
+class Interrupted(UserError):
+  """SIGINT or SIGTERM stopped a command on purpose, after it saved what it could.
+
+  Nothing went wrong: the CLI prints the message (how to resume) without calling it an
+  error, and exits with 130, the shell's code for a process stopped by SIGINT."""

@@ -37,6 +37,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from lnorm import config as config_lib
+from lnorm import errors
 from lnorm import selection as selection_lib
 from lnorm import sweep_space
 from lnorm.errors import ConfigError, UserError
@@ -59,7 +60,7 @@ LOG_FILE = "train.log"
 INTERRUPTED_CODE = 130
 
 
-class Interrupted(UserError):
+class Interrupted(errors.Interrupted):
   """A member was stopped by a signal; the CLI exits with 130."""
 
 
@@ -202,8 +203,8 @@ def _forward_sigterm(signum, frame):
 def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], sweep_name: str,
                 stream: bool) -> Outcome:
   os.makedirs(member.workdir, exist_ok=True)
-  argv = [sys.executable, "-m", "lnorm",
-          *train_argv(config_spec, member, {"progress_bar": "false", **extra}, sweep_name)]
+  # The member's output is no terminal: it logs a plain progress line now and then.
+  argv = [sys.executable, "-m", "lnorm", *train_argv(config_spec, member, extra, sweep_name)]
   start = time.time()
   with open(os.path.join(member.workdir, LOG_FILE), "a") as log:
     log.write(f"\n$ {shlex.join(argv)}\n")

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 
 import pytest
+import tensorflow_datasets as tfds
 
 from lnorm import cli
 from tests.helpers import epoch_records, lnorm_subprocess
+from tests.test_data_load import write_mnist
 
 SMOKE = "configs/perm_mnist.py:norm=bn,batch_size=8,smoke=true"
 # Small, fast and long enough to be interrupted: 500 steps per epoch.
@@ -163,3 +166,151 @@ def test_python_dash_m_entry_point(tmp_path):
   out, err = proc.communicate(timeout=60)
   assert proc.returncode == 0, err
   assert "--workdir" in out
+
+
+# --- data integrity on resume ----------------------------------------------------------
+
+
+def _read(path):
+  with open(path) as f:
+    return f.read()
+
+
+def test_a_rerun_that_finds_other_data_is_refused_until_pinned(tmp_path, capsys,
+                                                                monkeypatch):
+  # The case: first no data directory (auto: the embedded 4k digits), then one
+  # (auto: the files there). The rerun must not resume on other data.
+  monkeypatch.delenv("LNORM_DATA_DIR", raising=False)
+  monkeypatch.setenv("LNORM_CACHE_DIR", str(tmp_path / "cache"))
+  workdir = str(tmp_path / "run")
+  args = ["train", "--config", SMOKE, *FAST, "--workdir", workdir,
+          "--config.steps_per_call=20", "--config.data.validation_size=100"]
+  assert run_cli(*args, "--config.data.source=auto", "--config.max_steps=40") == 0
+  before = {f: _read(os.path.join(workdir, f)) for f in ("config.json", "metrics.jsonl")}
+  write_mnist(tmp_path / "data", n_train=400, n_test=50)
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  capsys.readouterr()
+  code = run_cli(*args, "--config.data.source=auto", "--config.max_steps=80")
+  err = capsys.readouterr().err
+  assert code == 2 and "Traceback" not in err
+  assert "source: 'embedded' in the workdir, 'files' now" in err
+  assert "'train': 4000" in err and "'train': 300" in err
+  assert "use a new --workdir" in err and "--config.data.source=embedded" in err
+  # Nothing in the workdir changed: config.json still describes the data trained on.
+  assert {f: _read(os.path.join(workdir, f)) for f in before} == before
+  # Pinned to the source it started with, the run resumes on its own data.
+  assert run_cli(*args, "--config.data.source=embedded", "--config.max_steps=80") == 0
+  assert [r["step"] for r in epoch_records(workdir)] == [40, 80]
+  with open(os.path.join(workdir, "config.json")) as f:
+    assert json.load(f)["data"]["num_examples"]["train"] == 4000
+
+
+def test_a_tfds_run_refuses_the_embedded_digits(tmp_path, capsys, monkeypatch):
+  monkeypatch.delenv("LNORM_DATA_DIR", raising=False)
+  workdir = str(tmp_path / "run")
+  args = ["train", "--config", SMOKE, *FAST, "--workdir", workdir,
+          "--config.data.validation_size=8", "--config.max_steps=4"]
+  with tfds.testing.mock_data(num_examples=40, policy=tfds.testing.MockPolicy.USE_CODE):
+    assert run_cli(*args, "--config.data.source=tfds") == 0
+    assert run_cli(*args, "--config.data.source=tfds") == 0  # The same data: no conflict.
+  capsys.readouterr()
+  assert run_cli(*args, "--config.data.source=auto") == 2
+  err = capsys.readouterr().err
+  assert "source: 'tfds' in the workdir, 'embedded' now" in err
+  assert "--config.data.source=tfds" in err
+
+
+# --- an attempt killed before its first checkpoint; signals -----------------------------
+
+
+def test_a_rerun_after_a_kill_before_the_first_checkpoint_says_it_starts_over(tmp_path):
+  # Wide layers make the first epoch last seconds; no time-based checkpoint before it.
+  args = ["train", "--config", SMOKE, *FAST, "--config.hidden_sizes=(1024,1024)",
+          "--config.steps_per_call=1", "--config.log_every_steps=5",
+          "--config.checkpoint_every_secs=1e6"]
+  workdir = str(tmp_path / "run")
+  proc = lnorm_subprocess(*args, "--workdir", workdir)
+  started = _wait_for(lambda: len(_points(workdir)) >= 1)
+  proc.send_signal(signal.SIGKILL)
+  _, stderr = proc.communicate(timeout=120)
+  assert started, stderr
+  checkpoints = os.path.join(workdir, "checkpoints")
+  assert not os.path.isdir(checkpoints) or not [
+      d for d in os.listdir(checkpoints) if d.isdigit()], "killed after a checkpoint"
+  points = len(_points(workdir))
+  rerun = lnorm_subprocess(*args, "--workdir", workdir, "--config.max_steps=10")
+  _, stderr = rerun.communicate(timeout=300)
+  assert rerun.returncode == 0, stderr
+  assert "Starting from scratch" in stderr and "holds no checkpoint" in stderr
+  assert f"config.json and metrics.jsonl with {points} point" in stderr
+  assert [r["step"] for r in epoch_records(workdir)] == [10]
+
+
+def test_ctrl_c_is_a_calm_stop_with_exit_code_130(tmp_path):
+  args = ["train", "--config", SMOKE, *FAST, "--config.hidden_sizes=128",
+          "--config.num_epochs=20", "--config.log_every_steps=50"]
+  workdir = str(tmp_path / "run")
+  proc = lnorm_subprocess(*args, "--workdir", workdir)
+  started = _wait_for(lambda: len(_points(workdir)) >= 1)
+  proc.send_signal(signal.SIGINT)
+  _, stderr = proc.communicate(timeout=120)
+  assert started, stderr
+  assert proc.returncode == 130, stderr
+  assert "lnorm: Stopped by SIGINT at step" in stderr
+  assert "saved a checkpoint" in stderr and "Rerun the same command to resume" in stderr
+  assert "error" not in stderr.lower() and "Traceback" not in stderr
+
+
+# --- progress, wandb mode and the gradient's record --------------------------------------
+
+
+def test_progress_in_a_log_follows_max_steps_without_carriage_returns(tmp_path):
+  # stderr is a pipe here, as in a log file: plain lines, not a bar. 600 steps are one
+  # epoch and a fifth: "epoch 2/2", total 600.
+  workdir = str(tmp_path / "run")
+  proc = lnorm_subprocess(
+      "train", "--config", SMOKE, *FAST, "--workdir", workdir, "--config.progress_bar=true",
+      "--config.progress_every_secs=0", "--config.max_steps=600",
+      "--config.steps_per_call=100", "--config.wandb.mode=disabled",
+      env={"WANDB_MODE": "offline"})
+  _, stderr = proc.communicate(timeout=300)
+  assert proc.returncode == 0, stderr
+  assert "\r" not in stderr
+  assert "epoch 1/2: 100/600 steps (17%)" in stderr
+  assert "epoch 2/2: 600/600 steps (100%)" in stderr
+  assert {int(total) for total in re.findall(r"\d+/(\d+) steps", stderr)} == {600}
+  # The config's wandb.mode wins over the environment's, and the log says so.
+  assert ("wandb: disabled (wandb.mode=disabled in the config; WANDB_MODE=offline in "
+          "the environment is ignored)") in stderr
+  assert not os.path.exists(os.path.join(workdir, "wandb"))
+
+
+def _records(workdir):
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
+def test_geometric_evaluations_carry_the_gradient_record_and_resume_exactly(tmp_path):
+  args = ["train", "--config", SMOKE, *FAST, "--config.steps_per_call=8",
+          "--config.eval_points_per_decade=3", "--config.eval_splits=('validation',)",
+          "--config.optimizer.clip_global_norm=1.0"]
+  straight, split = str(tmp_path / "straight"), str(tmp_path / "split")
+  assert run_cli(*args, "--workdir", straight, "--config.max_steps=120") == 0
+  assert run_cli(*args, "--workdir", split, "--config.max_steps=24") == 0
+  assert run_cli(*args, "--workdir", split, "--config.max_steps=120") == 0
+  mid = lambda w: [r for r in _records(w) if "time/epoch_seconds" not in r]
+  # Points 1, 2, 5, 10, 22, 46 and 100, each at the first call boundary (8 steps a
+  # call) at or past it.
+  assert [r["step"] for r in mid(straight)] == [8, 16, 24, 48, 104]
+  for r in mid(straight):
+    assert 0.0 <= r["train/clipped_fraction"] <= 1.0 and r["train/grad_norm"] > 0
+    assert "test/error" in r
+  (end,) = epoch_records(straight)
+  assert end["step"] == 120 and 0.0 < end["train/clipped_fraction"] <= 1.0
+  assert "train/tensor_clipped_fraction" not in end  # That clip is off.
+  # The resumed run evaluates where the straight one did, with the same record; its
+  # end at step 24 stood in for the evaluation there.
+  assert [r["step"] for r in mid(split)] == [8, 16, 48, 104]
+  for a, b in zip(mid(split)[2:], mid(straight)[3:]):
+    for key in ("train/grad_norm", "train/clipped_fraction", "test/nll"):
+      assert a[key] == b[key], (a["step"], key)

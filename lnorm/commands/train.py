@@ -7,8 +7,28 @@ import json
 
 from lnorm import config as config_lib
 
+#: After the arguments in ``lnorm train --help``. (The module must stay light: no
+#: JAX, no wandb, so that --help is fast.)
+EPILOG = """\
+Rerunning the same command with the same --workdir resumes from the latest checkpoint
+(saved at epoch ends, after the first minute, every checkpoint_every_secs and on
+Ctrl-C/SIGTERM). A workdir holds one run: a different config, or data that resolves
+differently (e.g. $LNORM_DATA_DIR set under data.source=auto), is refused.
+
+Ctrl-C or SIGTERM saves a checkpoint and exits with code 130.
+
+Progress: a bar on a terminal; when stderr is a file or a pipe, a plain line every
+--config.progress_every_secs seconds (30).
+
+wandb: --config.wandb.mode=online|offline|disabled wins over $WANDB_MODE. The
+default, auto, follows $WANDB_MODE when it is set, else runs online with an API key
+and offline without (upload later with `wandb sync`). The log says which applied.
+"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+  parser.formatter_class = argparse.RawDescriptionHelpFormatter
+  parser.epilog = EPILOG
   parser.add_argument("--config", required=True,
                       help="A config file with an optional argument, e.g. "
                       "configs/perm_mnist.py:norm=ln,batch_size=4.")

@@ -18,8 +18,8 @@ SCALES = ("paper", "cpu")
 RESUMABLE_FIELDS = (
     "num_epochs", "max_steps", "wandb.", "checkpoint_every_secs", "log_every_steps",
     "progress_bar", "steps_per_call", "eval_batch_size", "eval_every_steps",
-    "eval_every_splits", "final_eval_splits", "scale",
-    "data.data_dir",
+    "eval_every_splits", "final_eval_splits", "scale", "eval_points_per_decade",
+    "progress_every_secs", "data.data_dir",
 )
 
 
@@ -44,6 +44,12 @@ def base_config() -> ml_collections.ConfigDict:
   # steps_per_call > 1 it evaluates at the first call boundary past each multiple.
   c.eval_every_steps = 0
   c.eval_every_splits = ("test",)
+  # Also evaluate the eval_every_splits at this many geometrically spaced steps per
+  # decade (0: off), for curves on a log-scaled step axis that have points from the
+  # first decade on: the distinct round(10 ** (i / n)) for i = 0, 1, 2, ...; n = 3
+  # gives steps 1, 2, 5, 10, 22, 46, 100, 215, 464, 1000, ... With steps_per_call > 1,
+  # at the first call boundary at or past each of them. Adds to eval_every_steps.
+  c.eval_points_per_decade = 0
   # Training steps fused into one jitted call (a lax.scan): at small batch sizes the
   # per-step dispatch dominates otherwise. Does not change the results; the gradient,
   # parameter and update norms are then measured at the last step of each call.
@@ -56,7 +62,11 @@ def base_config() -> ml_collections.ConfigDict:
   c.length_buckets = ml_collections.ConfigDict({"num": 1, "group_steps": 1})
   c.log_every_steps = 0  # Also log the running train loss every N steps (0: epochs only).
   c.checkpoint_every_secs = 300.0  # Besides every epoch end and on SIGTERM.
-  c.progress_bar = True  # tqdm bar with loss and examples/s.
+  # Show progress with loss and examples/s: a tqdm bar on a terminal; elsewhere (a log
+  # file, a sweep member's train.log, a cluster job) a plain line every
+  # progress_every_secs seconds.
+  c.progress_bar = True
+  c.progress_every_secs = 30.0
   c.matmul_precision = "default"  # 'highest' to disable TF32/bf16 passes on GPU/TPU.
 
   # How a task's per-example losses become the training loss (Task.reduce_loss): their
@@ -83,7 +93,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.wandb.group = ""  # Sweeps put their members in one group.
   c.wandb.name = ""
   c.wandb.tags = ()
-  c.wandb.mode = "auto"  # auto: online with an API key, else offline; or 'disabled'.
+  # 'online', 'offline' or 'disabled' win over $WANDB_MODE; 'auto' follows $WANDB_MODE
+  # when set, else is online with an API key and offline without.
+  c.wandb.mode = "auto"
   return c
 
 
@@ -92,6 +104,21 @@ def total_steps(config: Mapping[str, Any], steps_per_epoch: int) -> int:
   ``num_epochs`` epochs."""
   max_steps = config.get("max_steps") or 0
   return max_steps if max_steps > 0 else config.get("num_epochs", 0) * steps_per_epoch
+
+
+def geometric_steps(points_per_decade: int, last: int) -> list[int]:
+  """The steps up to ``last`` of a geometric schedule with ``points_per_decade`` points
+  per decade: the distinct ``round(10 ** (i / n))`` for i = 0, 1, 2, ..., evenly
+  spaced on a log axis (n = 3: 1, 2, 5, 10, 22, 46, 100, ...). [] when n is 0."""
+  if points_per_decade <= 0:
+    return []
+  steps: list[int] = []
+  i = 0
+  while (value := round(10 ** (i / points_per_decade))) <= last:
+    if not steps or value > steps[-1]:
+      steps.append(value)
+    i += 1
+  return steps
 
 
 def is_complete(config: Mapping[str, Any], epoch_records: Sequence[Mapping[str, Any]]) -> bool:

@@ -18,10 +18,21 @@ checkpointing excluded, carried across resumes):
   statistics so far (as mid-epoch evaluations do), and its ``epoch`` is fractional
   (step / steps_per_epoch). The checkpoint saved with it is mid-epoch, so raising
   ``max_steps`` later continues that epoch exactly as an uninterrupted run would;
-- mid-epoch evaluations (``eval_every_steps``), a task's own evaluation
-  (``Task.periodic_evaluation`` every ``periodic_eval_every_steps``, when set) and
-  running train losses (``log_every_steps``), with a fractional ``epoch`` and no
-  ``time/epoch_seconds``.
+- mid-epoch evaluations (``eval_every_steps``, and ``eval_points_per_decade``
+  geometrically spaced steps), a task's own evaluation (``Task.periodic_evaluation``
+  every ``periodic_eval_every_steps``, when set) and running train losses
+  (``log_every_steps``), with a fractional ``epoch`` and no ``time/epoch_seconds``.
+
+The gradient's record, in epoch records (over the epoch) and at mid-epoch evaluations
+(over the steps since the previous one, or since the epoch began):
+
+- ``train/grad_norm``: the global L2 norm of the gradient *before* any clipping, the
+  gradient as the loss gives it. With ``steps_per_call > 1`` it is measured at each
+  call's last step only (see ``make_train_step``), and averaged over those;
+- ``train/clipped_fraction``: the share of steps whose gradient the global-norm clip
+  (``optimizer.clip_global_norm``) rescaled, and ``train/tensor_clipped_fraction`` the
+  share where the per-tensor clip (``optimizer.clip_tensor_norm``) rescaled at least
+  one tensor; each is logged when its clip is on, and counts every step.
 
 ``lnorm.training.defaults.is_complete`` tells from the epoch records whether a run
 reached the length its config asks for.
@@ -29,13 +40,14 @@ reached the length its config asks for.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import logging
 import os
 import signal
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import flax.linen as nn
 import jax
@@ -47,26 +59,33 @@ from flax.training import train_state
 
 from lnorm import config as config_lib
 from lnorm.data import batching
-from lnorm.data.core import Dataset
-from lnorm.errors import ConfigError, DivergenceError, UserError, WorkdirConflictError
+from lnorm.errors import ConfigError, DivergenceError, Interrupted, UserError
 from lnorm.normalization import finalize_epoch_statistics
-from lnorm.training import parallel
-from lnorm.training.checkpoint import Checkpointer, abstract_like
+from lnorm.progress import Progress, stage
 from lnorm.training import defaults
-from lnorm.training.defaults import RESUMABLE_FIELDS
+from lnorm.training import parallel
+from lnorm.training import workdir as workdir_lib
+from lnorm.training.checkpoint import Checkpointer, abstract_like
 from lnorm.training.metrics_writer import MetricWriter
 from lnorm.training.optim import make_optimizer
 from lnorm.training.task import Task, load_task
 
-CONFIG_FILE = "config.json"
+# Here before lnorm.training.workdir held them; other modules still import them from here.
+CONFIG_FILE = workdir_lib.CONFIG_FILE
+check_workdir = workdir_lib.check_workdir
+
+#: The first time-based checkpoint comes after at most this many seconds; later ones
+#: every checkpoint_every_secs. Without it the first checkpoint waited for an epoch's
+#: end or checkpoint_every_secs (300 s), and a kill before it lost everything: a
+#: handwriting epoch at scale=cpu is 1,366 steps. One more save costs about a second,
+#: and bounds the work a crash in the first minutes loses to one minute. A time, not a
+#: number of steps, because a step takes a millisecond in one experiment and a second
+#: in another.
+FIRST_CHECKPOINT_SECS = 60.0
 
 
 class TrainState(train_state.TrainState):
   batch_stats: Any = None
-
-
-class Interrupted(UserError):
-  """SIGTERM or SIGINT arrived; a checkpoint was saved."""
 
 
 # --- the steps ------------------------------------------------------------------------
@@ -84,14 +103,54 @@ def _norms(grads, params, updates) -> dict[str, jax.Array]:
           "update_norm": _global_norm(updates)}
 
 
-def make_train_step(task: Task, model: nn.Module) -> Callable:
+#: Metric name -> the optimizer field whose clip it counts.
+CLIP_METRICS = {"tensor_clipped_fraction": "clip_tensor_norm",
+                "clipped_fraction": "clip_global_norm"}
+
+
+def clip_thresholds(optimizer: Mapping[str, Any]) -> dict[str, float]:
+  """The clips an ``optimizer`` config turns on: CLIP_METRICS name -> threshold."""
+  return {name: float(optimizer.get(field, 0.0) or 0.0) for name, field in CLIP_METRICS.items()
+          if optimizer.get(field, 0.0)}
+
+
+def clip_indicators(grads, thresholds: Mapping[str, float]) -> dict[str, jax.Array]:
+  """Whether the clips of ``thresholds`` rescaled this gradient: 1.0 or 0.0 each.
+
+  Follows ``lnorm.training.optim.make_optimizer``: the per-tensor clip acts first, on
+  the raw gradient, when a tensor's norm exceeds its threshold; the global-norm clip
+  then sees what the per-tensor clip left (each tensor's norm capped at its threshold)
+  and acts, as optax's does, when that norm reaches its threshold. One read of the
+  gradient, the one the clips make themselves.
+  """
+  if not thresholds:
+    return {}
+  squares = [jnp.sum(jnp.square(g.astype(jnp.float32))) for g in jax.tree.leaves(grads)]
+  out = {}
+  tensor_max = thresholds.get("tensor_clipped_fraction")
+  if tensor_max is not None:
+    norms = jnp.sqrt(jnp.stack(squares))
+    out["tensor_clipped_fraction"] = jnp.any(norms > tensor_max)
+    squares = [jnp.sum(jnp.square(jnp.minimum(norms, tensor_max)))]
+  global_max = thresholds.get("clipped_fraction")
+  if global_max is not None:
+    out["clipped_fraction"] = jnp.sqrt(sum(squares)) >= global_max
+  return {k: v.astype(jnp.float32) for k, v in out.items()}
+
+
+def make_train_step(task: Task, model: nn.Module,
+                    clips: Mapping[str, float] | None = None) -> Callable:
   """One optimisation step: ``(state, batch, rng, measure_norms) -> (state, metrics)``.
 
   The gradient, parameter and update norms read every parameter three more times: for
   a model with a large embedding at batch size 1 that costs as much as the step itself
   (IMDB: 88 against 48 ms), so ``measure_norms`` (traced) can skip them; they are then
-  zero. ``make_train_chunk`` measures them at its last step.
+  zero. ``make_train_chunk`` measures them at its last step. Whether the clips acted
+  (``clip_indicators``; ``clips`` defaults to the task's optimizer config) is measured
+  at every step.
   """
+  if clips is None:
+    clips = clip_thresholds(task.config.get("optimizer") or {})
 
   def train_step(state: TrainState, batch, rng, measure_norms=True):
     step_rng = jax.random.fold_in(rng, state.step)
@@ -117,6 +176,7 @@ def make_train_step(task: Task, model: nn.Module) -> Callable:
     out = {
         "loss": loss,
         **norms,
+        "clips": clip_indicators(grads, clips),
         "sums": {k: jnp.sum(v) for k, v in metrics.items()},
     }
     return new_state, out
@@ -149,16 +209,27 @@ def make_eval_step(task: Task, model: nn.Module) -> Callable:
 
 
 def evaluate(eval_step: Callable, state: TrainState, arrays, batch_size: int,
-             mesh, buckets: batching.LengthBuckets | None = None) -> dict[str, float]:
-  """Means of the task's per-example metrics over a whole split."""
+             mesh, buckets: batching.LengthBuckets | None = None,
+             progress: Callable[..., Progress] | None = None) -> dict[str, float]:
+  """Means of the task's per-example metrics over a whole split. ``progress``, if
+  given, makes the Progress that counts its batches (``total=``, ``unit=``)."""
   totals: dict[str, float] = {}
   count = 0.0
-  for batch in batching.eval_batches(arrays, batch_size, multiple_of=mesh.size,
-                                     buckets=buckets):
-    sums, n = eval_step(state, parallel.shard_batch(batch, mesh))
-    for k, v in jax.device_get(sums).items():
-      totals[k] = totals.get(k, 0.0) + float(v)
-    count += float(n)
+  num_examples = len(next(iter(arrays.values()))) if arrays else 0
+  report = (progress(total=-(-num_examples // batch_size), unit="batch")
+            if progress is not None else None)
+  try:
+    for batch in batching.eval_batches(arrays, batch_size, multiple_of=mesh.size,
+                                       buckets=buckets):
+      sums, n = eval_step(state, parallel.shard_batch(batch, mesh))
+      for k, v in jax.device_get(sums).items():
+        totals[k] = totals.get(k, 0.0) + float(v)
+      count += float(n)
+      if report is not None:
+        report.update(1)
+  finally:
+    if report is not None:
+      report.close()
   return {k: v / max(count, 1.0) for k, v in totals.items()}
 
 
@@ -179,48 +250,6 @@ def length_buckets(config: ml_collections.ConfigDict, task: Task,
   feature, length = task.length_feature
   return batching.LengthBuckets.from_quantiles(train_arrays, feature, length, spec.num,
                                                spec.group_steps)
-
-
-# --- run records ----------------------------------------------------------------------
-
-
-def _comparable(flat: dict[str, Any]) -> dict[str, Any]:
-  return {k: v for k, v in flat.items()
-          if not any(k == f or (f.endswith(".") and k.startswith(f)) for f in RESUMABLE_FIELDS)}
-
-
-def check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
-  """Refuses a workdir that holds a run of a different config."""
-  path = os.path.join(workdir, CONFIG_FILE)
-  if not os.path.exists(path):
-    return
-  with open(path) as f:
-    previous = _comparable(json.load(f).get("config", {}))
-  current = _comparable(json.loads(json.dumps(config_lib.to_flat_dict(config))))
-  differing = sorted(k for k in set(previous) | set(current)
-                     if previous.get(k) != current.get(k))
-  if differing:
-    details = "; ".join(f"{k}: {previous.get(k)!r} in the workdir, {current.get(k)!r} now"
-                        for k in differing[:8])
-    raise WorkdirConflictError(
-        f"The workdir {workdir} holds a run of a different config ({details}). "
-        "Resuming would mix two experiments: use a new --workdir, or delete this one.")
-
-
-def write_run_record(workdir: str, config: ml_collections.ConfigDict, dataset: Dataset,
-                     extra: dict[str, Any]) -> None:
-  if jax.process_index() != 0:
-    return
-  record = {
-      "config": config_lib.to_flat_dict(config),
-      "data": dataset.describe(),
-      "devices": {"count": jax.device_count(), "platform": jax.devices()[0].platform,
-                  "processes": jax.process_count()},
-      "jax_default_matmul_precision": str(jax.config.jax_default_matmul_precision),
-      **extra,
-  }
-  with open(os.path.join(workdir, CONFIG_FILE), "w") as f:
-    json.dump(record, f, indent=2, default=str)
 
 
 # --- the loop -------------------------------------------------------------------------
@@ -251,11 +280,17 @@ class _SignalGuard:
     return False
 
 
+def _gradient_window() -> dict[str, Any]:
+  """Sums over the steps since the last mid-epoch evaluation (or the epoch's start)."""
+  return {"steps": 0, "norm_samples": 0, "grad_norm": 0.0, "clips": {}}
+
+
 def _epoch_bookkeeping() -> dict[str, Any]:
   """The host-side sums of one epoch, reset at each epoch end."""
   return {"epoch_sums": {}, "epoch_examples": 0, "epoch_seconds": 0.0,
           "timed_examples": 0, "timed_seconds": 0.0, "compile_seconds": 0.0,
-          "epoch_norms": {}, "epoch_steps": 0, "norm_samples": 0}
+          "epoch_norms": {}, "epoch_steps": 0, "norm_samples": 0, "epoch_clips": {},
+          "eval_window": _gradient_window()}
 
 
 def _host_init() -> dict[str, Any]:
@@ -280,6 +315,75 @@ def init_train_state(config: ml_collections.ConfigDict, task: Task, model: nn.Mo
   return jax.device_put(state, parallel.replicated(mesh))
 
 
+def _resume(checkpointer: Checkpointer, state: TrainState,
+            workdir: str) -> tuple[TrainState, dict[str, Any], int]:
+  """``(state, host bookkeeping, step)`` to start from: the latest checkpoint's, or the
+  initial ones, saying why when an earlier attempt left files but no checkpoint."""
+  if checkpointer.latest_step() is None:
+    left = workdir_lib.earlier_attempt(workdir)
+    if left:
+      logging.warning(
+          "Starting from scratch: %s holds no checkpoint, only the %s of an earlier "
+          "attempt that stopped before its first checkpoint (killed, crashed or out of "
+          "disk); they are replaced.", workdir, left)
+    return state, _host_init(), 0
+  state, saved_host = checkpointer.restore(abstract_like(state))
+  # Bookkeeping added in later versions starts from its initial value.
+  host = {**_host_init(), **saved_host}
+  logging.info("Resuming from the checkpoint at step %d.", int(state.step))
+  return state, host, int(state.step)
+
+
+class _CheckpointTimer:
+  """When the next time-based checkpoint is due: ``every_secs`` after the last save,
+  and the first one sooner (FIRST_CHECKPOINT_SECS)."""
+
+  def __init__(self, every_secs: float, have_checkpoint: bool,
+               clock: Callable[[], float] = time.time):
+    self.every_secs = every_secs
+    self.have_checkpoint = have_checkpoint
+    self._clock = clock
+    self._last = clock()
+
+  def due(self) -> bool:
+    interval = self.every_secs
+    if not self.have_checkpoint:
+      interval = min(interval, FIRST_CHECKPOINT_SECS)
+    return self._clock() - self._last > interval
+
+  def saved(self) -> None:
+    self.have_checkpoint = True
+    self._last = self._clock()
+
+
+def _crossed_multiple(every: int, before: int, after: int) -> bool:
+  """Whether a multiple of ``every`` (0: never) lies in (before, after]: the call that
+  took the run from step ``before`` to ``after`` passed it."""
+  return bool(every) and after // every > before // every
+
+
+class EvalSchedule:
+  """The steps of the mid-epoch evaluations: every ``eval_every_steps`` and the
+  ``eval_points_per_decade`` geometric points (``defaults.geometric_steps``). Both
+  depend on the step alone, so a resumed run evaluates where an uninterrupted one does.
+  """
+
+  def __init__(self, every_steps: int, points_per_decade: int, last_step: int):
+    if every_steps < 0 or points_per_decade < 0:
+      raise ConfigError(
+          f"eval_every_steps={every_steps}, eval_points_per_decade={points_per_decade}: "
+          "use 0 to turn a schedule off, or a positive number.")
+    self.every_steps = every_steps
+    self.points = defaults.geometric_steps(points_per_decade, last_step)
+
+  def due(self, before: int, after: int) -> bool:
+    """Whether the call from step ``before`` to ``after`` reached an evaluation step:
+    with several steps per call, the first call boundary at or past it evaluates."""
+    passed_point = bisect.bisect_right(self.points, after) > bisect.bisect_right(
+        self.points, before)
+    return passed_point or _crossed_multiple(self.every_steps, before, after)
+
+
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, float]:
   """Trains and evaluates one config into ``workdir``; resumes if it holds a checkpoint.
 
@@ -291,11 +395,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   task = load_task(config)
   workdir = os.path.abspath(workdir)
   os.makedirs(workdir, exist_ok=True)
-  check_workdir(workdir, config)
+  workdir_lib.check_workdir(workdir, config)
 
   mesh = parallel.make_mesh()
   parallel.check_batch_size(config.batch_size, mesh)
   dataset = task.load_data()
+  data_record = workdir_lib.data_record(dataset)
+  workdir_lib.check_data(workdir, data_record)
   train_arrays = dataset.splits[task.train_split()]
   num_train = dataset.num_examples(task.train_split())
   steps_per_epoch = batching.steps_per_epoch(num_train, config.batch_size)
@@ -306,6 +412,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     raise ConfigError(f"max_steps is {config.max_steps}: use a number of updates, or 0 "
                       "to train for num_epochs epochs.")
   total_steps = defaults.total_steps(config, steps_per_epoch)
+  schedule = EvalSchedule(config.eval_every_steps, config.get("eval_points_per_decade", 0),
+                          total_steps)
   model = task.build_model(dataset)
   buckets = length_buckets(config, task, train_arrays)
   if buckets is not None:
@@ -316,19 +424,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   num_params = sum(x.size for x in jax.tree.leaves(state.params))
 
   checkpointer = Checkpointer(workdir)
-  host = _host_init()
-  start_step = 0
-  if checkpointer.latest_step() is not None:
-    state, saved_host = checkpointer.restore(abstract_like(state))
-    # Bookkeeping added in later versions starts from its initial value.
-    host = {**_host_init(), **saved_host}
-    start_step = int(state.step)
-    logging.info("Resuming from the checkpoint at step %d.", start_step)
+  state, host, start_step = _resume(checkpointer, state, workdir)
 
-  write_run_record(workdir, config, dataset, {
+  workdir_lib.write_run_record(workdir, config, data_record, {
       "num_params": num_params, "steps_per_epoch": steps_per_epoch,
       "length_buckets": None if buckets is None else list(buckets.edges)})
-  logging.info("Data: %s", json.dumps(dataset.describe()))
+  logging.info("Data: %s", json.dumps(data_record))
   logging.info("Model: %d parameters; %d steps per epoch; %d devices.", num_params,
                steps_per_epoch, mesh.size)
   writer = MetricWriter(workdir, config_lib.to_flat_dict(config), config.wandb,
@@ -346,6 +447,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   # goes on accumulating into the live state.
   population_so_far = jax.jit(with_population, out_shardings=rep)
 
+  every_secs = config.get("progress_every_secs", 30.0)
   # With length buckets, a split is sorted by length at its first evaluation, so that
   # its batches trim well (the order does not change a split's mean metrics).
   sorted_splits: dict[str, Any] = {}
@@ -361,10 +463,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     scores = {}
     for split in splits:
       if split in dataset.splits:
+        # A bar only for evaluations long enough to wonder about.
+        progress = functools.partial(Progress, f"evaluate {split}", every_secs=every_secs,
+                                     enabled=config.progress_bar, delay_secs=5.0)
         split_scores = evaluate(eval_step, state, eval_arrays(split),
-                                config.eval_batch_size, mesh, buckets)
+                                config.eval_batch_size, mesh, buckets, progress)
         scores.update({f"{split}/{k}": v for k, v in split_scores.items()})
     return scores
+
+  def hook(name: str, step: int, run: Callable[[], Any]) -> Any:
+    """A task's own evaluation, which may take minutes (SentEval, retrieval)."""
+    with stage(f"{config.experiment}: {name} at step {step}",
+               every_secs=every_secs):
+      return run()
 
   def write(step, metrics):
     writer.write(step, {**metrics, "time/train_seconds": host["train_seconds"]})
@@ -374,20 +485,26 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   periodic_every = config.get("periodic_eval_every_steps", 0)
 
   last_metrics: dict[str, float] = {}
-  last_save = time.time()
+  checkpoint_timer = _CheckpointTimer(config.checkpoint_every_secs,
+                                      checkpointer.latest_step() is not None)
   step = start_step
   num_epochs = -(-total_steps // steps_per_epoch)
   compiled_shapes: set[tuple] = set()
   order_epoch, order = None, None
+  # One count for the whole run, so that its end and the time left follow max_steps.
+  progress = Progress(_epoch_label(step, steps_per_epoch, num_epochs), total=total_steps,
+                      initial=start_step, unit="step", every_secs=every_secs,
+                      enabled=config.progress_bar)
   try:
-    with _SignalGuard() as signals:
+    with _SignalGuard() as signals, progress:
       while step < total_steps:
         epoch = step // steps_per_epoch
         in_epoch = step % steps_per_epoch
         # Training in this epoch stops at its end, or earlier at max_steps.
         stop = min(steps_per_epoch, total_steps - epoch * steps_per_epoch)
-        progress = _progress_bar(config, epoch, num_epochs, steps_per_epoch, in_epoch)
+        progress.set_description(_epoch_label(step, steps_per_epoch, num_epochs))
         epoch_start = time.time()
+        evaluation_due = False
         while in_epoch < stop:
           k = min(config.steps_per_call, stop - in_epoch)
           batch_start = time.time()
@@ -418,48 +535,49 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
                 "" if buckets is None else
                 f" of {buckets.feature} length {chunk[buckets.feature].shape[2]}",
                 call_end - call_start, len(compiled_shapes))
-          step += k
+          before, step = step, step + k
           in_epoch += k
-          if config.log_every_steps and step % config.log_every_steps < k:
+          if _crossed_multiple(config.log_every_steps, before, step):
             write(step, {"epoch": step / steps_per_epoch,
                          "train/loss": float(np.mean(out["loss"]))})
-          if (config.eval_every_steps and step % config.eval_every_steps < k
-              and in_epoch < stop):
+          evaluation_due = schedule.due(before, step)
+          if in_epoch < stop and evaluation_due:
             # Evaluation time is kept out of the epoch's training time.
             host["epoch_seconds"] += time.time() - epoch_start
             scores = evaluate_splits(population_so_far(state), config.eval_every_splits)
-            write(step, {"epoch": step / steps_per_epoch, **scores})
+            write(step, {"epoch": step / steps_per_epoch,
+                         **_window_metrics(host["eval_window"]), **scores})
+            host["eval_window"] = _gradient_window()
             logging.info("step %d (epoch %.2f): %s", step, step / steps_per_epoch,
                          _format(scores))
             epoch_start = time.time()
-          if periodic_every and step % periodic_every < k:
+          if _crossed_multiple(periodic_every, before, step):
             host["epoch_seconds"] += time.time() - epoch_start
-            scores = task.periodic_evaluation(population_so_far(state), workdir, step)
+            scores = hook("periodic evaluation", step,
+                          lambda: task.periodic_evaluation(population_so_far(state), workdir,
+                                                           step))
             if scores:  # A task may leave a step to its end_of_epoch.
               write(step, {"epoch": step / steps_per_epoch, **scores})
               logging.info("step %d: %s", step, _format(scores))
             epoch_start = time.time()
-          if progress is not None:
-            progress.update(k)
-            progress.set_postfix(
-                loss=f"{float(np.mean(out['loss'])):.4f}",
-                ex_per_s=f"{host['timed_examples'] / max(host['timed_seconds'], 1e-9):.0f}")
+          progress.update(
+              k, loss=f"{float(np.mean(out['loss'])):.4f}",
+              ex_per_s=f"{host['timed_examples'] / max(host['timed_seconds'], 1e-9):.0f}")
           if signals.received:
             break
-          if time.time() - last_save > config.checkpoint_every_secs and in_epoch < stop:
+          if checkpoint_timer.due() and in_epoch < stop:
             host["epoch_seconds"] += time.time() - epoch_start
             epoch_start = time.time()
             checkpointer.save(step, state, host)
-            last_save = time.time()
-        if progress is not None:
-          progress.close()
+            checkpoint_timer.saved()
         host["epoch_seconds"] += time.time() - epoch_start
         if signals.received and in_epoch < stop:
           checkpointer.save(step, state, host)
           checkpointer.wait()
           raise Interrupted(
-              f"Received {signals.received} at step {step} (epoch {epoch + 1}); saved a "
-              f"checkpoint. Rerun the same command to resume from step {step}.")
+              f"Stopped by {signals.received} at step {step} (epoch {epoch + 1}/"
+              f"{num_epochs}) and saved a checkpoint there. Rerun the same command to "
+              f"resume from step {step}.")
         epoch_done = in_epoch == steps_per_epoch
         if epoch_done:
           state = end_epoch(state)
@@ -474,7 +592,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         if step == total_steps:
           splits += tuple(s for s in config.final_eval_splits if s not in splits)
         last_metrics.update(evaluate_splits(evaluated, splits))
-        extra = task.end_of_epoch(evaluated, workdir, step, writer)
+        extra = hook("end of epoch", step,
+                     lambda: task.end_of_epoch(evaluated, workdir, step, writer))
         if extra:
           last_metrics.update(extra)
         last_metrics["time/train_seconds"] = host["train_seconds"]
@@ -482,13 +601,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
         logging.info("epoch %.4g: %s", last_metrics["epoch"], _format(last_metrics))
         if epoch_done:
           host.update(_epoch_bookkeeping())
+        elif evaluation_due:
+          # This record stands in for the mid-epoch evaluation due here: a longer run
+          # continuing from it must count its gradient window as an uninterrupted one.
+          host["eval_window"] = _gradient_window()
         checkpointer.save(step, state, host)
-        last_save = time.time()
+        checkpoint_timer.saved()
         if signals.received and step < total_steps:
           checkpointer.wait()
           raise Interrupted(
-              f"Received {signals.received} after epoch {epoch + 1}; saved a checkpoint. "
-              "Rerun the same command to resume.")
+              f"Stopped by {signals.received} after epoch {epoch + 1}/{num_epochs} and "
+              f"saved a checkpoint at step {step}. Rerun the same command to resume.")
     if not last_metrics:
       last_metrics = _last_epoch_record(workdir)
     writer.summary({f"final/{k}": v for k, v in last_metrics.items()})
@@ -498,12 +621,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     writer.close()
 
 
-def _progress_bar(config, epoch, num_epochs, total, initial):
-  if not config.progress_bar:
-    return None
-  from tqdm.auto import tqdm  # pylint: disable=g-import-not-at-top
-  return tqdm(total=total, initial=initial, desc=f"epoch {epoch + 1}/{num_epochs}",
-              unit="step", leave=False, mininterval=1.0)
+def _epoch_label(step: int, steps_per_epoch: int, num_epochs: int) -> str:
+  return f"epoch {min(step // steps_per_epoch + 1, num_epochs)}/{num_epochs}"
 
 
 def _check_finite(out, step: int, epoch: int, last_checkpoint: int | None) -> None:
@@ -530,6 +649,24 @@ def _accumulate(host: dict[str, Any], out, examples: int) -> None:
   host["norm_samples"] += 1
   host["epoch_examples"] += examples
   host["epoch_steps"] += len(out["loss"])
+  window = host["eval_window"]
+  window["steps"] += len(out["loss"])
+  window["norm_samples"] += 1
+  window["grad_norm"] += float(out["grad_norm"][-1])
+  # Whether the clips acted is known for every step: count them all.
+  for k, v in out.get("clips", {}).items():
+    clipped = float(np.sum(v))
+    host["epoch_clips"][k] = host["epoch_clips"].get(k, 0.0) + clipped
+    window["clips"][k] = window["clips"].get(k, 0.0) + clipped
+
+
+def _window_metrics(window: dict[str, Any]) -> dict[str, float]:
+  """The gradient's record over a mid-epoch evaluation's window."""
+  if not window["norm_samples"]:
+    return {}
+  metrics = {"train/grad_norm": window["grad_norm"] / window["norm_samples"]}
+  metrics.update({f"train/{k}": v / window["steps"] for k, v in window["clips"].items()})
+  return metrics
 
 
 def _epoch_metrics(host: dict[str, Any], epoch: float) -> dict[str, float]:
@@ -543,6 +680,7 @@ def _epoch_metrics(host: dict[str, Any], epoch: float) -> dict[str, float]:
   samples = max(host["norm_samples"], 1)
   metrics.update({f"train/{k}": v / (samples if k in NORM_METRICS else steps)
                   for k, v in host["epoch_norms"].items()})
+  metrics.update({f"train/{k}": v / steps for k, v in host["epoch_clips"].items()})
   metrics["time/epoch_seconds"] = host["epoch_seconds"]
   # Throughput of the jitted steps alone: compilation and evaluation excluded.
   if host["timed_seconds"] > 0:

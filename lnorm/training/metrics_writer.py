@@ -20,7 +20,6 @@ import numpy as np
 from lnorm.runs import METRICS_FILE, read_jsonl
 
 
-
 def read_metrics(workdir: str) -> list[dict[str, Any]]:
   """The run's records. A line a kill cut short is skipped, so that the run resumes."""
   return read_jsonl(os.path.join(workdir, METRICS_FILE))
@@ -34,18 +33,30 @@ def _plain(value: Any) -> Any:
   return value
 
 
-def wandb_mode(configured: str) -> str:
-  """'auto' is online with credentials, offline without (view with `wandb sync`)."""
-  if os.environ.get("WANDB_MODE"):
-    return os.environ["WANDB_MODE"]
+def wandb_mode(configured: str) -> tuple[str, str]:
+  """The wandb mode to run in, and why (for the log).
+
+  An explicit ``wandb.mode`` wins over ``$WANDB_MODE``: a config override is the more
+  deliberate, more local choice, and wandb itself ranks ``wandb.init``'s arguments above
+  its environment. 'auto' defers to ``$WANDB_MODE``, else is online with credentials
+  and offline without.
+  """
+  env = os.environ.get("WANDB_MODE")
   if configured != "auto":
-    return configured
+    why = f"wandb.mode={configured} in the config"
+    if env and env != configured:
+      why += f"; WANDB_MODE={env} in the environment is ignored"
+    return configured, why
+  if env:
+    return env, f"WANDB_MODE={env} in the environment, as wandb.mode is auto"
   has_key = bool(os.environ.get("WANDB_API_KEY"))
   netrc = os.path.expanduser("~/.netrc")
   if not has_key and os.path.exists(netrc):
     with open(netrc) as f:
       has_key = "api.wandb.ai" in f.read()
-  return "online" if has_key else "offline"
+  if has_key:
+    return "online", "wandb.mode is auto and an API key was found"
+  return "offline", "wandb.mode is auto and no API key was found; upload with `wandb sync`"
 
 
 def stable_run_id(workdir: str) -> str:
@@ -71,7 +82,8 @@ class MetricWriter:
     if not self.active:
       return
     self._truncate_after(resume_step)
-    mode = wandb_mode(wandb_config.mode)
+    mode, why = wandb_mode(wandb_config.mode)
+    logging.info("wandb: %s (%s).", mode, why)
     if mode != "disabled":
       import wandb  # pylint: disable=g-import-not-at-top  (slow import, only when used)
       self._run = wandb.init(
