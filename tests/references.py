@@ -280,10 +280,10 @@ def rms(xp, a, p, partial=1.0):
   return y + p["bias"][None] if "bias" in p else y
 
 
-def cell_norm_ref(variant: str, place: str):
+def cell_norm_ref(variant: str, place: str, prms_p: float = 0.0625):
   """A recurrent variant's normalizer at one place (``input_norm``, ``hidden_norm``,
   ``cell_norm``; any other name for the GRU's four) as ``norm(xp, a, p)``; None where
-  the variant does not normalize."""
+  the variant does not normalize. ``prms_p``: pRMSNorm's fraction."""
   if variant in ("ln", "rms", "prms"):
     kind = variant
   elif variant.endswith("_cell") and place == "cell_norm":
@@ -292,7 +292,7 @@ def cell_norm_ref(variant: str, place: str):
     return None
   if kind == "ln":
     return ln
-  return lambda xp, a, p: rms(xp, a, p, partial=0.0625 if kind == "prms" else 1.0)
+  return lambda xp, a, p: rms(xp, a, p, partial=prms_p if kind == "prms" else 1.0)
 
 
 def bn_train(xp, a, p, m):
@@ -312,8 +312,9 @@ def bn_eval(xp, a, p, stats, t):
   return y + p["bias"][None] if "bias" in p else y
 
 
-def lstm(xp, p, x, lengths, variant, *, train=True, stats=None, init=None):
-  """LSTM of REFERENCE.md sec. 4 over x [B, T, I]; returns outputs, (c, h), bn stats.
+def lstm(xp, p, x, lengths, variant, *, train=True, stats=None, init=None, prms_p=0.0625):
+  """LSTM of docs/experiments.md sec. 4 over x [B, T, I]; returns outputs, (c, h), bn
+  stats.
 
   Gate order (f, i, o, g). Padded steps keep the state and output zero.
   """
@@ -330,7 +331,7 @@ def lstm(xp, p, x, lengths, variant, *, train=True, stats=None, init=None):
         batch_stats[name].append((mu, var))
         return y
       return bn_eval(xp, a, p[name], stats[name], t)
-    normalize = cell_norm_ref(variant, name)
+    normalize = cell_norm_ref(variant, name, prms_p)
     return a if normalize is None else normalize(xp, a, p[name])
 
   for t in range(T):
@@ -347,13 +348,13 @@ def lstm(xp, p, x, lengths, variant, *, train=True, stats=None, init=None):
   return xp.stack(outs, axis=1), (c, h), batch_stats
 
 
-def gru(xp, p, x, lengths, variant, *, init=None):
-  """GRU of REFERENCE.md sec. 4 (LN paper eq. 26-28) over x [B, T, I]."""
+def gru(xp, p, x, lengths, variant, *, init=None, prms_p=0.0625):
+  """GRU of docs/experiments.md sec. 4 (LN paper eq. 26-28) over x [B, T, I]."""
   B, T, _ = x.shape
   H = p["hidden_proj"]["kernel"].shape[0]
   h = init if init is not None else xp.zeros((B, H))
   wx, wh = kernel(xp, p["input_proj"]), kernel(xp, p["hidden_proj"])
-  normalize = cell_norm_ref(variant, "all")
+  normalize = cell_norm_ref(variant, "all", prms_p)
   norm = ((lambda name, a: a) if normalize is None
           else (lambda name, a: normalize(xp, a, p[name])))
   outs = []
