@@ -126,13 +126,15 @@ def _layer_norm_autodiff(x, scale, bias, *, axes, eps, mask):
 # and two row sums for LN (dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat *
 # xhat))), one for RMSNorm (no mean to differentiate).
 #
-# On CPU a large array is also processed in blocks of rows that fit in cache, so that
-# the second pass of the two-pass variance and of the backward reads from cache, not
-# from memory (measured with scripts/bench_norms.py, docs/performance.md). The
-# statistics stay two-pass: within a cached block the second pass is nearly free, and
-# a one-pass form was no faster under XLA. GPUs and TPUs already fuse row reductions
-# into one kernel; a sequential loop over blocks would only serialize them there, so
-# blocks are used on CPU only, and only for arrays that do not fit in cache anyway.
+# On CPU a large array's reductions run in blocks of rows that fit in cache: LN's two
+# statistics passes, and in the backward pass the row sums together with the gain and
+# bias gradients' column sums, so that x and dy are read from memory once for all of
+# them (measured with scripts/bench_norms.py, docs/performance.md). The outputs (y,
+# dx) are then one elementwise pass over whole arrays: a loop that writes a large
+# output makes XLA fill it with zeros first, a whole extra pass through memory, and
+# copy each block in and out. GPUs and TPUs already fuse row reductions into one
+# kernel; a sequential loop over blocks would only serialize them there, so blocks
+# are used on CPU only, and only for arrays that do not fit in cache anyway.
 
 #: On CPU, arrays of at least this many bytes (float32) are processed in blocks.
 _CPU_BLOCKED_BYTES = 8 << 20
@@ -212,36 +214,42 @@ def row_norm_input_gradient(dy: jax.Array, xhat: jax.Array, rstd: jax.Array,
   the whole row divided by ``size``. The gain and bias gradients are
   ``sum(dy * xhat)`` and ``sum(dy)`` over the rows."""
   dxhat = dy * scale[None]
-  if stats.centered:
-    c1 = jnp.mean(dxhat, axis=-1, keepdims=True)
+  return _apply_row_coefficients(dxhat, xhat, rstd,
+                                 _row_coefficients(dxhat, xhat, stats), stats)
+
+
+def _row_coefficients(dxhat, xhat, stats: RowStatistics):
+  """Each row's (c1, c2) of the input gradient: ``mean(dxhat)`` (LN only, else None)
+  and ``mean(dxhat * xhat)`` (over the statistic's ``size`` entries for pRMSNorm)."""
+  size = stats.size
+  if size is not None and size < xhat.shape[-1]:
+    c2 = jnp.sum(dxhat * xhat, axis=-1, keepdims=True) / size
+  else:
     c2 = jnp.mean(dxhat * xhat, axis=-1, keepdims=True)
+  c1 = jnp.mean(dxhat, axis=-1, keepdims=True) if stats.centered else None
+  return c1, c2
+
+
+def _apply_row_coefficients(dxhat, xhat, rstd, coefficients, stats: RowStatistics):
+  """``rstd * (dxhat - c1 - xhat * c2)``; pRMSNorm's second term on its head only."""
+  c1, c2 = coefficients
+  if c1 is not None:
     return rstd * (dxhat - c1 - xhat * c2)
   size = stats.size
   if size is None or size >= xhat.shape[-1]:
-    c2 = jnp.mean(dxhat * xhat, axis=-1, keepdims=True)
     return rstd * (dxhat - xhat * c2)
-  c2 = jnp.sum(dxhat * xhat, axis=-1, keepdims=True) / size
-  head = dxhat[..., :size] - xhat[..., :size] * c2
-  return rstd * jnp.concatenate([head, dxhat[..., size:]], axis=-1)
+  # A 0/1 row rather than a slice and a concatenation: one elementwise pass.
+  in_head = jax.lax.broadcast_to_rank(
+      (jnp.arange(xhat.shape[-1]) < size).astype(xhat.dtype), xhat.ndim)
+  return rstd * (dxhat - xhat * (c2 * in_head))
 
 
-def _rows_forward(x, g, b, eps, stats):
-  """(rows, d) -> output, mean (None for RMSNorm), 1/std; statistics in float32."""
-  x32 = x.astype(jnp.float32)
-  mean, rstd = row_statistics(x32, eps, stats)
-  y = normalize_rows(x32, mean, rstd) * g[None, :]
+def _rows_output(x, g, b, mean, rstd):
+  """The normalizer's output from float32 statistics, in x's dtype."""
+  y = normalize_rows(x.astype(jnp.float32), mean, rstd) * g[None, :]
   if b is not None:
     y = y + b[None, :]
-  return y.astype(x.dtype), mean, rstd
-
-
-def _rows_backward(x, g, b, mean, rstd, dy, stats):
-  """Cotangents (dx, dg, db) of one block of rows; db is None without a bias."""
-  dy = dy.astype(jnp.float32)
-  xhat = normalize_rows(x.astype(jnp.float32), mean, rstd)
-  dx = row_norm_input_gradient(dy, xhat, rstd, g, stats)
-  db = None if b is None else jnp.sum(dy, axis=0)
-  return dx.astype(x.dtype), jnp.sum(dy * xhat, axis=0), db
+  return y.astype(x.dtype)
 
 
 def _blocked(x, block):
@@ -255,43 +263,64 @@ def _unblocked(x, shape):
   return None if x is None else x.reshape(shape)
 
 
-def _rows_with_stats(x, g, b, eps, block, stats):
-  """Output and the per-row statistics, block by block on a blocked CPU path."""
-  if block == x.shape[0]:
-    return _rows_forward(x, g, b, eps, stats)
-  y, mean, rstd = jax.lax.map(lambda xb: _rows_forward(xb, g, b, eps, stats),
-                              _blocked(x, block))
-  return y.reshape(x.shape), _unblocked(mean, (-1, 1)), rstd.reshape(-1, 1)
+def _rows_statistics(x, eps, block, stats):
+  """The per-row statistics of ``x [rows, d]`` in float32. LN's two passes run block
+  by block on a blocked CPU path, so that the second reads from cache; RMSNorm's one
+  pass gains nothing from blocks, and the output is never computed inside them (a
+  loop that writes a large output must first fill it with zeros, a whole extra pass
+  through memory)."""
+  x32 = lambda a: a.astype(jnp.float32)
+  if block == x.shape[0] or not stats.centered:
+    return row_statistics(x32(x), eps, stats)
+  mean, rstd = jax.lax.map(lambda xb: row_statistics(x32(xb), eps, stats),
+                           _blocked(x, block))
+  return _unblocked(mean, (-1, 1)), rstd.reshape(-1, 1)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
 def _norm_rows(x, g, b, eps, block, stats):
-  return _rows_with_stats(x, g, b, eps, block, stats)[0]
+  mean, rstd = _rows_statistics(x, eps, block, stats)
+  return _rows_output(x, g, b, mean, rstd)
 
 
 def _norm_rows_fwd(x, g, b, eps, block, stats):
-  y, mean, rstd = _rows_with_stats(x, g, b, eps, block, stats)
+  mean, rstd = _rows_statistics(x, eps, block, stats)
   # Two floats per row: saving the statistics costs nothing next to recomputing them.
-  return y, (x, g, b, mean, rstd)
+  return _rows_output(x, g, b, mean, rstd), (x, g, b, mean, rstd)
+
+
+def _rows_gradient_sums(x, g, mean, rstd, dy, stats):
+  """Per block: each row's input-gradient coefficients, and the column sums of the
+  gain and bias gradients, ``sum(dy * xhat)`` and ``sum(dy)``."""
+  dy = dy.astype(jnp.float32)
+  xhat = normalize_rows(x.astype(jnp.float32), mean, rstd)
+  return (_row_coefficients(dy * g[None], xhat, stats), jnp.sum(dy * xhat, axis=0),
+          jnp.sum(dy, axis=0))
 
 
 def _norm_rows_bwd(eps, block, stats, residuals, dy):
+  """The row reductions (block by block on a blocked CPU path, reading x and dy once
+  from memory for all of them), then dx in one elementwise pass over whole arrays."""
   del eps
   x, g, b, mean, rstd = residuals
   if block == x.shape[0]:
-    dx, dg, db = _rows_backward(x, g, b, mean, rstd, dy, stats)
+    coefficients, dg, db = _rows_gradient_sums(x, g, mean, rstd, dy, stats)
   else:
-    def step(carry, blocks):
+    def step(sums, blocks):
       xb, mean_b, rstd_b, dyb = blocks
-      dxb, dgb, dbb = _rows_backward(xb, g, b, mean_b, rstd_b, dyb, stats)
-      return jax.tree.map(jnp.add, carry, (dgb, dbb)), dxb
+      coefficients_b, dgb, dbb = _rows_gradient_sums(xb, g, mean_b, rstd_b, dyb, stats)
+      return (sums[0] + dgb, sums[1] + dbb), coefficients_b
     zeros = jnp.zeros(g.shape, jnp.float32)
-    (dg, db), dx = jax.lax.scan(
-        step, (zeros, None if b is None else zeros),
+    (dg, db), coefficients = jax.lax.scan(
+        step, (zeros, zeros),
         (_blocked(x, block), _blocked(mean, block), _blocked(rstd, block),
          _blocked(dy, block)))
-    dx = dx.reshape(x.shape)
-  return dx, dg.astype(g.dtype), None if b is None else db.astype(b.dtype)
+    coefficients = jax.tree.map(lambda c: c.reshape(-1, 1), coefficients)
+  xhat = normalize_rows(x.astype(jnp.float32), mean, rstd)
+  dx = _apply_row_coefficients(dy.astype(jnp.float32) * g[None], xhat, rstd, coefficients,
+                               stats)
+  return (dx.astype(x.dtype), dg.astype(g.dtype),
+          None if b is None else db.astype(b.dtype))
 
 
 _norm_rows.defvjp(_norm_rows_fwd, _norm_rows_bwd)
