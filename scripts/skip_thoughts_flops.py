@@ -7,10 +7,15 @@ token ids, measures the matmul rate and prints the share of it a step achieves, 
 sentences/s (a training example is one (previous, current, next) triple: 3 sentences).
 
   python scripts/skip_thoughts_flops.py --config configs/skip_thoughts.py:norm=ln,scale=cpu
+  # Also the same step with the GRUs scanned step by step (no fused recurrence), and
+  # the ratio of the two, measured in one process:
+  python scripts/skip_thoughts_flops.py --config configs/skip_thoughts.py:norm=none,scale=cpu \
+      --compare-scan
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import jax
@@ -18,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.skip_thoughts import task as task_lib
+from lnorm.rnn import cells
 from lnorm.training import benchmark
 
 
@@ -38,22 +44,47 @@ def random_batch(c, rng) -> dict[str, np.ndarray]:
   return examples
 
 
-def main():
-  args, config = benchmark.parse_args(__doc__.split("\n")[0],
-                                      "configs/skip_thoughts.py:norm=ln,scale=cpu")
-  task = task_lib.Task(config)
+@contextlib.contextmanager
+def scanned_grus():
+  """The GRUs scan their cell step by step, as before the fused GRU recurrence
+  (what ``RecurrentLayer(fused=False)`` does, for a model that builds its own)."""
+  fusable = cells.GRUCell.fusable
+  cells.GRUCell.fusable = property(lambda self: False)
+  try:
+    yield
+  finally:
+    cells.GRUCell.fusable = fusable
+
+
+def _measure(args, config, task, batch) -> dict:
   model = task.model_for_vocabulary(config.data.vocab_size)
-  batch = jax.tree.map(jnp.asarray, random_batch(config, np.random.default_rng(0)))
   macs = matmul_macs_per_example(config)
   b = config.batch_size
   report = benchmark.measure_train_step(
       task, model, config, batch, flops=benchmark.train_step_flops(sum(macs.values()) * b),
       steps=args.steps, matmul_size=args.matmul_size, matmul_reps=args.matmul_reps)
-  print(json.dumps({
-      "config": args.config, "padded_length": config.data.max_words,
-      "forward_macs_per_triple": macs, **report,
-      "triples_per_sec_wall": b / report["step_seconds_wall"],
-      "sentences_per_sec_wall": 3 * b / report["step_seconds_wall"]}, indent=2))
+  return {"config": args.config, "padded_length": config.data.max_words,
+          "forward_macs_per_triple": macs, **report,
+          "triples_per_sec_wall": b / report["step_seconds_wall"],
+          "sentences_per_sec_wall": 3 * b / report["step_seconds_wall"]}
+
+
+def main():
+  args, config = benchmark.parse_args(
+      __doc__.split("\n")[0], "configs/skip_thoughts.py:norm=ln,scale=cpu",
+      lambda parser: parser.add_argument(
+          "--compare-scan", action="store_true",
+          help="also time the step with the GRUs scanned step by step"))
+  task = task_lib.Task(config)
+  batch = jax.tree.map(jnp.asarray, random_batch(config, np.random.default_rng(0)))
+  result = _measure(args, config, task, batch)
+  if args.compare_scan:
+    with scanned_grus():
+      scanned = _measure(args, config, task, batch)
+    result = {"fused": result, "scanned": scanned,
+              "fused_over_scanned_wall": (result["step_seconds_wall"]
+                                          / scanned["step_seconds_wall"])}
+  print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 
 from lnorm.rnn.fused import (
     RowNorm, _gain_and_bias_gradients, _gate, _row_norm_forward, _row_norm_input_gradient,
-    _scale_and_shift, _select)
+    _scale_and_shift, _select, contract_steps_and_batch)
 
 
 class GRURecurrenceParams(NamedTuple):
@@ -142,11 +142,9 @@ def _backward(unroll: int, params: GRURecurrenceParams, h0, step_mask, recurrent
                            unroll=unroll)
   d_projected = out["d_projected"]
 
-  # The parameter gradients, each one contraction over all steps and examples (over
-  # both axes, so that a batch axis sharded over devices stays where it is).
+  # The parameter gradients, each one contraction over all steps and examples.
   h_in = h_prev_all if recurrent_mask is None else h_prev_all * recurrent_mask[None]
-  d_kernel = jax.lax.dot_general(h_in, out["d_wh"], (((0, 1), (0, 1)), ((), ())),
-                                 preferred_element_type=jnp.float32)
+  d_kernel = contract_steps_and_batch(h_in, out["d_wh"])
   d_gate_norm = d_candidate_norm = None
   if params.gate_norm is not None:
     d_gate_norm = _gain_and_bias_gradients(d_projected[..., :2 * width], saved["ghat"],
