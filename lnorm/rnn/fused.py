@@ -10,8 +10,9 @@ instead, which computes the same thing faster on CPU (the GRU's counterpart is
 * **Weight gradients after the loop.** Autodiff of a scan adds ``h_tᵀ dz_t`` into
   dW_h at every step: a matmul with K = batch (32) plus an add of a whole [H, 4H]
   array, 100 times. Here the backward loop only emits dz_t, and dW_h is one
-  ``[H, T·B] @ [T·B, 4H]`` matmul afterwards. The norms' gains and biases likewise
-  get one reduction over all steps instead of one per step.
+  ``[H, T·B] @ [T·B, 4H]`` matmul afterwards. The bias and the norms' gains and
+  biases are summed over the batch at every step instead, on rows in cache: a sum
+  over all steps afterwards read two ``[T, B, F]`` arrays from memory again.
 * **One gate per read.** XLA:CPU runs an elementwise fusion several times slower per
   element when it slices the gates out of a ``[B, 4H]`` row that it also indexes by
   the loop counter (``xs[t]`` then ``split``). Each step therefore reads every gate
@@ -117,11 +118,6 @@ def _row_norm_input_gradient(dy, xhat, rstd, norm: RowNorm):
   return F.row_norm_input_gradient(dy, xhat, rstd, norm.scale, norm.stats)
 
 
-def _sum_over_steps(a):
-  """``a [T, B, F]`` summed over steps and examples: ``[F]``."""
-  return jnp.sum(a, axis=(0, 1))
-
-
 def contract_steps_and_batch(a, b):
   """``sum over t, b of a[t, b]ᵀ b[t, b]``: ``[T, B, I] x [T, B, F] -> [I, F]``, the
   weight gradient of a matrix applied at every step.
@@ -138,10 +134,19 @@ def contract_steps_and_batch(a, b):
                              preferred_element_type=jnp.float32)
 
 
-def _gain_and_bias_gradients(dy, xhat, norm: RowNorm) -> RowNorm:
-  """The gradients of a row norm's gain and bias, summed over all steps and examples."""
-  d_bias = None if norm.bias is None else _sum_over_steps(dy)
-  return RowNorm(_sum_over_steps(dy * xhat), d_bias, norm.eps, norm.stats)
+def zero_gradients(norm: RowNorm | None) -> RowNorm | None:
+  """Zero gain and bias gradients of ``norm`` (None: none), to accumulate step by step."""
+  return None if norm is None else jax.tree.map(jnp.zeros_like, norm)
+
+
+def add_step_gradients(sums: RowNorm | None, dy, xhat) -> RowNorm | None:
+  """``sums`` plus one step's gain and bias gradients, summed over the batch: on
+  rows that are in cache, where a sum over all steps afterwards reads two
+  ``[T, B, F]`` arrays from memory again."""
+  if sums is None:
+    return None
+  d_bias = None if sums.bias is None else sums.bias + jnp.sum(dy, axis=0)
+  return sums.replace(scale=sums.scale + jnp.sum(dy * xhat, axis=0), bias=d_bias)
 
 
 def _select(mask_t, new, old):
@@ -227,7 +232,7 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, h0, step_mask,
   acts = saved["acts"]
 
   def step(carry, t):
-    dc, dh = carry
+    dc, dh, sums = carry
     dh = dh + d_hs[t]
     mask_t = None if step_mask is None else step_mask[t]
     if mask_t is not None:
@@ -239,24 +244,30 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, h0, step_mask,
     tanh_c = saved["tanh_c"][t]
     d_tanh_in = dh * o * (1.0 - tanh_c * tanh_c)
     out = {}
+    sums = dict(sums)
     if params.cell_norm is not None:
-      out["d_cell_norm"] = d_tanh_in
-      d_tanh_in = _row_norm_input_gradient(d_tanh_in, saved["chat"][t],
-                                           saved["c_rstd"][t], params.cell_norm)
+      chat = saved["chat"][t]
+      sums["cell_norm"] = add_step_gradients(sums["cell_norm"], d_tanh_in, chat)
+      d_tanh_in = _row_norm_input_gradient(d_tanh_in, chat, saved["c_rstd"][t],
+                                           params.cell_norm)
     dc = dc + d_tanh_in
     da = jnp.concatenate([dc * saved["c_prev"][t] * f * (1.0 - f),
                           dc * g * i * (1.0 - i),
                           dh * tanh_c * o * (1.0 - o),
                           dc * i * (1.0 - g * g)], axis=-1)
     out["d_gates"] = da
+    sums["gate_bias"] = sums["gate_bias"] + jnp.sum(da, axis=0)
     if params.input_norm is not None:
       x_saved = {k: saved[k][t] for k in ("x_mean", "x_rstd") if k in saved}
-      out["d_gates_x"] = _row_norm_input_gradient(
-          da, _input_xhat(gates_x[t], x_saved), x_saved["x_rstd"], params.input_norm)
+      xhat = _input_xhat(gates_x[t], x_saved)
+      sums["input_norm"] = add_step_gradients(sums["input_norm"], da, xhat)
+      out["d_gates_x"] = _row_norm_input_gradient(da, xhat, x_saved["x_rstd"],
+                                                  params.input_norm)
     dz = da
     if params.hidden_norm is not None:
-      dz = _row_norm_input_gradient(da, saved["zhat"][t], saved["z_rstd"][t],
-                                    params.hidden_norm)
+      zhat = saved["zhat"][t]
+      sums["hidden_norm"] = add_step_gradients(sums["hidden_norm"], da, zhat)
+      dz = _row_norm_input_gradient(da, zhat, saved["z_rstd"][t], params.hidden_norm)
       out["dz"] = dz
     dh_prev = jnp.dot(dz, w_t, preferred_element_type=jnp.float32)
     if recurrent_mask is not None:
@@ -264,10 +275,15 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, h0, step_mask,
     dc_prev = dc * f
     if mask_t is not None:
       dc_prev, dh_prev = dc_prev + dc_through, dh_prev + dh_through
-    return (dc_prev, dh_prev), out
+    return (dc_prev, dh_prev, sums), out
 
+  # The bias and the norms' gains and biases: summed over the batch at every step.
+  sums = {name: zero_gradients(getattr(params, name))
+          for name in ("input_norm", "hidden_norm", "cell_norm")}
+  sums["gate_bias"] = jnp.zeros_like(params.gate_bias)
   steps = jnp.arange(acts.shape[0])
-  d_carry0, out = jax.lax.scan(step, d_final, steps, reverse=True, unroll=unroll)
+  (*d_carry0, sums), out = jax.lax.scan(step, (*d_final, sums), steps, reverse=True,
+                                        unroll=unroll)
   d_gates = out["d_gates"]
 
   # The parameter gradients, each one contraction over all steps and examples.
@@ -277,15 +293,8 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, h0, step_mask,
   if recurrent_mask is not None:
     h_in = h_in * recurrent_mask[None]
   d_kernel = contract_steps_and_batch(h_in, out.get("dz", d_gates))
-  d_norms = {}
-  for name, xhat, dy in (
-      ("input_norm", lambda: _input_xhat(gates_x, saved), d_gates),
-      ("hidden_norm", lambda: saved["zhat"], d_gates),
-      ("cell_norm", lambda: saved["chat"], out.get("d_cell_norm"))):
-    norm = getattr(params, name)
-    d_norms[name] = None if norm is None else _gain_and_bias_gradients(dy, xhat(), norm)
-  d_params = LSTMRecurrenceParams(d_kernel, _sum_over_steps(d_gates), **d_norms)
-  return d_params, out.get("d_gates_x", d_gates), d_carry0
+  d_params = LSTMRecurrenceParams(d_kernel, **sums)
+  return d_params, out.get("d_gates_x", d_gates), tuple(d_carry0)
 
 
 # --- The custom VJP -------------------------------------------------------------------

@@ -8,8 +8,8 @@ through :func:`gru_recurrence` instead of differentiating ``nn.scan`` of the cel
 * **The weight gradient after the loop.** The backward loop emits each step's
   gradient with respect to ``[W_h h, U h]``; dW_h and dU are one
   ``[H, T·B] @ [T·B, 3H]`` contraction afterwards, and the norms' gains and biases
-  one reduction over all steps, instead of a K = batch matmul and an add of a whole
-  [H, 3H] array at every step.
+  a sum over the batch at every step (on rows in cache), instead of a K = batch
+  matmul and an add of a whole [H, 3H] array at every step.
 * **One gate per read**: each step reads z, r and the candidate's input half of the
   ``[T, B, 3H]`` projection with their own ``dynamic_slice`` (see
   :mod:`lnorm.rnn.fused`).
@@ -35,8 +35,8 @@ import jax
 import jax.numpy as jnp
 
 from lnorm.rnn.fused import (
-    RowNorm, _gain_and_bias_gradients, _gate, _row_norm_forward, _row_norm_input_gradient,
-    _scale_and_shift, _select, contract_steps_and_batch)
+    RowNorm, _gate, _row_norm_forward, _row_norm_input_gradient, _scale_and_shift,
+    _select, add_step_gradients, contract_steps_and_batch, zero_gradients)
 
 
 class GRURecurrenceParams(NamedTuple):
@@ -108,7 +108,8 @@ def _backward(unroll: int, params: GRURecurrenceParams, h0, step_mask, recurrent
   # The state each step started from (a padded step's output is its predecessor's).
   h_prev_all = jnp.concatenate([h0[None], saved["h"][:-1]], axis=0)
 
-  def step(dh, t):
+  def step(carry, t):
+    dh, sums = carry
     dh = dh + d_hs[t]
     mask_t = None if step_mask is None else step_mask[t]
     if mask_t is not None:
@@ -123,11 +124,15 @@ def _backward(unroll: int, params: GRURecurrenceParams, h0, step_mask, recurrent
     d_gates_h = jnp.concatenate([dz, dr], axis=-1)
     d_candidate_h = d_candidate_in * r
     if params.gate_norm is not None:
-      d_gates_h = _row_norm_input_gradient(d_gates_h, saved["ghat"][t], saved["g_rstd"][t],
+      ghat = saved["ghat"][t]
+      sums = (add_step_gradients(sums[0], d_gates_h, ghat), sums[1])
+      d_gates_h = _row_norm_input_gradient(d_gates_h, ghat, saved["g_rstd"][t],
                                            params.gate_norm)
     if params.candidate_norm is not None:
-      d_candidate_h = _row_norm_input_gradient(d_candidate_h, saved["chat"][t],
-                                               saved["c_rstd"][t], params.candidate_norm)
+      chat = saved["chat"][t]
+      sums = (sums[0], add_step_gradients(sums[1], d_candidate_h, chat))
+      d_candidate_h = _row_norm_input_gradient(d_candidate_h, chat, saved["c_rstd"][t],
+                                               params.candidate_norm)
     d_wh = jnp.concatenate([d_gates_h, d_candidate_h], axis=-1)
     out["d_wh"] = d_wh
     dh_prev = jnp.dot(d_wh, w_t, preferred_element_type=jnp.float32)
@@ -136,24 +141,17 @@ def _backward(unroll: int, params: GRURecurrenceParams, h0, step_mask, recurrent
     dh_prev = dh_prev + dh * (1.0 - z)
     if mask_t is not None:
       dh_prev = dh_prev + dh_through
-    return dh_prev, out
+    return (dh_prev, sums), out
 
-  d_h0, out = jax.lax.scan(step, d_final, jnp.arange(acts.shape[0]), reverse=True,
-                           unroll=unroll)
+  # The norms' gains and biases: summed over the batch at every step.
+  sums = (zero_gradients(params.gate_norm), zero_gradients(params.candidate_norm))
+  (d_h0, (d_gate_norm, d_candidate_norm)), out = jax.lax.scan(
+      step, (d_final, sums), jnp.arange(acts.shape[0]), reverse=True, unroll=unroll)
   d_projected = out["d_projected"]
 
   # The parameter gradients, each one contraction over all steps and examples.
   h_in = h_prev_all if recurrent_mask is None else h_prev_all * recurrent_mask[None]
   d_kernel = contract_steps_and_batch(h_in, out["d_wh"])
-  d_gate_norm = d_candidate_norm = None
-  if params.gate_norm is not None:
-    d_gate_norm = _gain_and_bias_gradients(d_projected[..., :2 * width], saved["ghat"],
-                                           params.gate_norm)
-  if params.candidate_norm is not None:
-    # What N4's output received: the candidate's gradient through the reset gate.
-    d_candidate_h = d_projected[..., 2 * width:] * acts[..., width:2 * width]
-    d_candidate_norm = _gain_and_bias_gradients(d_candidate_h, saved["chat"],
-                                                params.candidate_norm)
   d_params = GRURecurrenceParams(d_kernel, d_gate_norm, d_candidate_norm)
   return d_params, d_projected, d_h0
 
