@@ -289,13 +289,13 @@ def _norm_rows_fwd(x, g, b, eps, block, stats):
   return _rows_output(x, g, b, mean, rstd), (x, g, b, mean, rstd)
 
 
-def _rows_gradient_sums(x, g, mean, rstd, dy, stats):
+def _rows_gradient_sums(x, g, b, mean, rstd, dy, stats):
   """Per block: each row's input-gradient coefficients, and the column sums of the
-  gain and bias gradients, ``sum(dy * xhat)`` and ``sum(dy)``."""
+  gain and bias gradients, ``sum(dy * xhat)`` and ``sum(dy)`` (None without a bias)."""
   dy = dy.astype(jnp.float32)
   xhat = normalize_rows(x.astype(jnp.float32), mean, rstd)
-  return (_row_coefficients(dy * g[None], xhat, stats), jnp.sum(dy * xhat, axis=0),
-          jnp.sum(dy, axis=0))
+  db = None if b is None else jnp.sum(dy, axis=0)
+  return _row_coefficients(dy * g[None], xhat, stats), jnp.sum(dy * xhat, axis=0), db
 
 
 def _norm_rows_bwd(eps, block, stats, residuals, dy):
@@ -304,15 +304,16 @@ def _norm_rows_bwd(eps, block, stats, residuals, dy):
   del eps
   x, g, b, mean, rstd = residuals
   if block == x.shape[0]:
-    coefficients, dg, db = _rows_gradient_sums(x, g, mean, rstd, dy, stats)
+    coefficients, dg, db = _rows_gradient_sums(x, g, b, mean, rstd, dy, stats)
   else:
     def step(sums, blocks):
       xb, mean_b, rstd_b, dyb = blocks
-      coefficients_b, dgb, dbb = _rows_gradient_sums(xb, g, mean_b, rstd_b, dyb, stats)
-      return (sums[0] + dgb, sums[1] + dbb), coefficients_b
+      coefficients_b, *block_sums = _rows_gradient_sums(xb, g, b, mean_b, rstd_b, dyb,
+                                                        stats)
+      return jax.tree.map(jnp.add, sums, tuple(block_sums)), coefficients_b
     zeros = jnp.zeros(g.shape, jnp.float32)
     (dg, db), coefficients = jax.lax.scan(
-        step, (zeros, zeros),
+        step, (zeros, None if b is None else zeros),
         (_blocked(x, block), _blocked(mean, block), _blocked(rstd, block),
          _blocked(dy, block)))
     coefficients = jax.tree.map(lambda c: c.reshape(-1, 1), coefficients)
