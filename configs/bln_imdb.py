@@ -53,7 +53,7 @@ def get_config(arg=None):
     raise ConfigError(f"padding={args['padding']!r}: use one of {', '.join(PADDING)}.")
   c = base_config()
   c.experiment = "bln_imdb"
-  c.norm = args["norm"]  # bln | bn | ln | none
+  c.norm = args["norm"]  # bln | bn | ln | rms | prms | none
   # Options of the chosen norm. Sequences [B, T, 128] use BN over (batch, time) per
   # feature, LN per example and step, BLN batch statistics per step (the authors'
   # per-position convention) and feature statistics per example and step.

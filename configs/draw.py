@@ -51,7 +51,9 @@ def get_config(arg=None):
   c = base_config()
   c.experiment = "draw"
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
-  c.norm = args["norm"]  # none | wn | ln_cell | ln: the LSTM variant (lnorm.rnn).
+  # none | wn | ln_cell | ln | rms_cell | rms | prms_cell | prms: the LSTM variant
+  # (lnorm.rnn).
+  c.norm = args["norm"]
   c.norm_options = norm_options()  # ln.eps / ln.scale_init reach the LSTM's LNs.
   # Recurrent matrices [H, kH] as k orthogonal H x H gate blocks, as in the authors'
   # code; "orthogonal" takes one orthogonal matrix over the whole [H, kH].

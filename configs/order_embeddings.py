@@ -63,7 +63,8 @@ def get_config(arg=None):
   c = base_config()
   c.experiment = "order_embeddings"
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
-  c.norm = args["norm"]  # The GRU: none | ln (LN-GRU, REFERENCE.md sec. 4).
+  # The GRU: none | ln (LN-GRU, docs/experiments.md sec. 4) | rms | prms.
+  c.norm = args["norm"]
   c.norm_options = norm_options()  # The LN-GRU reads norm_options.ln (eps, scale_init).
   # Recurrent matrices [H, kH] as k orthogonal H x H gate blocks, as in the authors'
   # code; "orthogonal" takes one orthogonal matrix over the whole [H, kH].

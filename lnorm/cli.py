@@ -31,7 +31,8 @@ COMMANDS = {
     "report": ("lnorm.commands.report", "Collect finished runs into a markdown table."),
     "compare": ("lnorm.commands.compare", "Updates and time to reach the baseline's best metric."),
     "invariance": ("lnorm.invariance",
-                   "Measure LN paper Table 1 (invariance under re-scaling and re-centering)."),
+                   "Measure LN paper Table 1, with RMSNorm's rows (invariance under "
+                   "re-scaling and re-centering)."),
     "sample": ("lnorm.commands.sample",
                "Generate from a trained run (handwriting: write a given text)."),
     "evaluate": ("lnorm.commands.evaluate",

@@ -1,4 +1,4 @@
-"""Times LN, BN and BLN forward+backward against flax's LayerNorm and an elementwise floor.
+"""Times LN, RMSNorm, BN and BLN forward+backward against flax's LayerNorm and a floor.
 
 Every contender is jitted and differentiated with respect to its input and its
 parameters (gain and bias) through the sum of its output weighted by a fixed random
@@ -46,6 +46,13 @@ def _contenders(d: int) -> dict[str, tuple[Callable, dict]]:
   def ln(p, x):
     return F.layer_norm(x, p["scale"], p["bias"], axes=-1, eps=1e-5)
 
+  # RMSNorm as the experiments' layers use it: a gain and the layer's bias after it.
+  def rms(p, x):
+    return F.rms_norm(x, p["scale"], p["bias"], axes=-1, eps=1e-5)
+
+  def prms(p, x):
+    return F.rms_norm(x, p["scale"], p["bias"], axes=-1, eps=1e-5, partial=0.0625)
+
   def bn(p, x):
     mean, var = F.batch_moments(x, 0)
     return F.batch_norm(x, p["scale"], p["bias"], mean=mean, var=var, eps=1e-5)
@@ -69,6 +76,8 @@ def _contenders(d: int) -> dict[str, tuple[Callable, dict]]:
       "ln": (ln, gain_bias),
       "bn": (bn, gain_bias),
       "bln": (bln, gain_bias),
+      "rms": (rms, gain_bias),
+      "prms": (prms, gain_bias),
   }
 
 
@@ -111,7 +120,8 @@ def run(shape=(4096, 4096), repeats: int = 10, seed: int = 0) -> dict[str, float
 
 RATIOS = (("ln", "elementwise_floor"), ("bn", "elementwise_floor"),
           ("bln", "elementwise_floor"), ("flax_layernorm", "elementwise_floor"),
-          ("ln", "flax_layernorm"))
+          ("ln", "flax_layernorm"), ("rms", "ln"), ("prms", "ln"),
+          ("rms", "elementwise_floor"))
 
 
 def ratios(ms: dict[str, float]) -> list[dict]:

@@ -3,8 +3,10 @@
     python scripts/bench_rnn.py                 # batch 32, 100 steps, input 57, hidden 400
     python scripts/bench_rnn.py --repeats 20 --hidden 256
     python scripts/bench_rnn.py --torch-threads 1,2 --json perf/rnn.json
+    python scripts/bench_rnn.py --rows gru gru_scan torch_gru   # only these rows
 
-The default size is the handwriting model's first layer (REFERENCE.md sec. 3). Each
+The default size is the handwriting model's first layer (docs/experiments.md sec. 3),
+for the LSTM and the GRU rows alike. Each
 row times a jitted (or eager, for PyTorch) forward+backward of ``sum(h^2)/B`` with
 respect to the parameters and the input, warm-up excluded, median of ``--repeats``.
 All rows are measured in the same run, their repeats interleaved, so that the ratios
@@ -25,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lnorm import host_memory
-from lnorm.rnn import RecurrentLayer, make_lstm_cell
+from lnorm.rnn import RecurrentLayer, make_gru_cell, make_lstm_cell
 from lnorm.training import benchmark
 
 
@@ -70,22 +72,43 @@ class NaiveLNLSTMCell(nn.RNNCellBase):
     return 1
 
 
+#: Our layers: row name -> (cell factory, variant). Each row runs the fused
+#: recurrence as the experiments do; its ``_scan`` twin scans the cell step by step.
+OUR_ROWS = {
+    "lstm": (make_lstm_cell, "none"), "ln_lstm": (make_lstm_cell, "ln"),
+    "rms_lstm": (make_lstm_cell, "rms"),
+    "gru": (make_gru_cell, "none"), "ln_gru": (make_gru_cell, "ln"),
+    "rms_gru": (make_gru_cell, "rms"),
+}
+
+
+def _our_layer(name: str, hidden: int, unroll: int, fused: bool):
+  make, variant = OUR_ROWS[name]
+  layer = RecurrentLayer(make(variant), hidden, unroll=unroll, fused=fused)
+  return layer, lambda v, x: layer.apply(v, x).outputs
+
+
 def jax_models(hidden: int, unroll: int = 1, naive: bool = True) -> dict:
   """The jax rows: name -> (flax module, ``apply(variables, x)`` returning h [B, T, H]).
 
-  ``lstm`` and ``ln_lstm`` are our layer as the experiments run it (the fused
-  recurrence of lnorm.rnn.fused); ``*_scan`` the same layer scanning the cell step by
-  step (``fused=False``), as every cell with recurrent BN runs. ``unroll`` is our
+  ``lstm``, ``ln_lstm``, ``rms_lstm``, ``gru``, ``ln_gru`` and ``rms_gru`` are our
+  layer as the experiments run it (the fused recurrences of lnorm.rnn.fused and
+  lnorm.rnn.fused_gru); ``*_scan`` the same layer scanning the cell step by step
+  (``fused=False``), as every cell with recurrent BN runs. ``flax_optimized_lstm``
+  and ``flax_gru`` are flax's cells under ``nn.RNN`` (flax's GRU is the cuDNN
+  variant, reset gate on U h + b, with biases on both halves). ``unroll`` is our
   layer's scan unroll; ``naive`` adds the naive flax LN-LSTM row.
   """
   models = {}
-  for suffix, fused in (("", True), ("_scan", False)):
-    for name, variant in (("lstm", "none"), ("ln_lstm", "ln")):
-      layer = RecurrentLayer(make_lstm_cell(variant), hidden, unroll=unroll, fused=fused)
-      models[name + suffix] = (layer, lambda v, x, layer=layer: layer.apply(v, x).outputs)
-  models["flax_optimized_lstm"] = (nn.RNN(nn.OptimizedLSTMCell(hidden)), None)
-  if naive:
-    models["naive_flax_ln_lstm"] = (nn.RNN(NaiveLNLSTMCell(hidden)), None)
+  for family in (("lstm", "ln_lstm"), ("rms_lstm",), ("gru", "ln_gru", "rms_gru")):
+    for suffix, fused in (("", True), ("_scan", False)):
+      for name in family:
+        models[name + suffix] = _our_layer(name, hidden, unroll, fused)
+    if family[0] == "lstm":
+      models["flax_optimized_lstm"] = (nn.RNN(nn.OptimizedLSTMCell(hidden)), None)
+      if naive:
+        models["naive_flax_ln_lstm"] = (nn.RNN(NaiveLNLSTMCell(hidden)), None)
+  models["flax_gru"] = (nn.RNN(nn.GRUCell(hidden)), None)
   return models
 
 
@@ -162,6 +185,13 @@ def _torch_runners(args, x_np):
     h = ln_lstm(x)
     (h.square().sum() / x.shape[0]).backward()
 
+  gru = torch.nn.GRU(args.input, args.hidden, batch_first=True)
+
+  def fused_gru():
+    gru.zero_grad(set_to_none=True)
+    h, _ = gru(x)
+    (h.square().sum() / x.shape[0]).backward()
+
   def with_threads(fn, n):
     def run():
       torch.set_num_threads(n)
@@ -175,7 +205,25 @@ def _torch_runners(args, x_np):
   for n in args.torch_threads:
     runners[f"torch_lstm@{n}"] = with_threads(fused, n)
     runners[f"torch_eager_ln_lstm@{n}"] = with_threads(eager, n)
-  return runners
+    runners[f"torch_gru@{n}"] = with_threads(fused_gru, n)
+  return {name: run for name, run in runners.items() if _wanted(args, name)}
+
+
+def _wanted(args, name: str) -> bool:
+  """Whether ``--rows`` (None: all) selects the row ``name`` (PyTorch's without @n)."""
+  return args.rows is None or name.split("@")[0] in args.rows
+
+
+#: The ratios printed and recorded, numerator first; those whose rows ran.
+RATIOS = (("ln_lstm", "naive_flax_ln_lstm"), ("ln_lstm", "torch_eager_ln_lstm"),
+          ("ln_lstm", "lstm"), ("lstm", "torch_lstm"), ("lstm", "flax_optimized_lstm"),
+          ("lstm", "lstm_scan"), ("ln_lstm", "ln_lstm_scan"),
+          ("flax_optimized_lstm", "torch_lstm"),
+          ("naive_flax_ln_lstm", "torch_eager_ln_lstm"),
+          ("rms_lstm", "ln_lstm"), ("rms_lstm", "rms_lstm_scan"),
+          ("gru", "gru_scan"), ("ln_gru", "ln_gru_scan"), ("rms_gru", "rms_gru_scan"),
+          ("ln_gru", "gru"), ("rms_gru", "gru"), ("rms_gru", "ln_gru"),
+          ("gru", "torch_gru"), ("gru", "flax_gru"), ("flax_gru", "torch_gru"))
 
 
 def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
@@ -202,6 +250,8 @@ def main(argv=None):
                       default=[1], help="PyTorch intra-op thread counts to try, e.g. 1,2")
   parser.add_argument("--no-naive", action="store_true",
                       help="skip the naive flax LN-LSTM row")
+  parser.add_argument("--rows", nargs="+", default=None, metavar="ROW",
+                      help="time only these rows (PyTorch's without the @threads)")
   benchmark.add_json_flag(parser)
   args = parser.parse_args(argv)
   host_memory.keep_freed_memory()  # As `lnorm train` runs (LNORM_KEEP_FREED_MEMORY=0: not).
@@ -215,7 +265,8 @@ def main(argv=None):
   runners, compile_s = {}, {}
   for name, (model, apply) in jax_models(args.hidden, args.unroll,
                                          naive=not args.no_naive).items():
-    runners[name], compile_s[name] = _jax_runner(model, x, apply)
+    if _wanted(args, name):
+      runners[name], compile_s[name] = _jax_runner(model, x, apply)
   runners.update(_torch_runners(args, x_np))
   measured = _measure(runners, args.repeats)
   rows = {}
@@ -229,21 +280,17 @@ def main(argv=None):
   for name, (median, best) in measured.items():
     extra = f"   (compile {compile_s[name]:.2f} s)" if name in compile_s else ""
     print(f"{name:<{width}}  {median:9.2f} ms  {best:9.2f} ms{extra}")
-  print(f"compile time of the LN-LSTM train step (value_and_grad, jit): "
-        f"{compile_s['ln_lstm']:.2f} s")
+  if "ln_lstm" in compile_s:
+    print(f"compile time of the LN-LSTM train step (value_and_grad, jit): "
+          f"{compile_s['ln_lstm']:.2f} s")
 
   print("ratios of medians (PyTorch rows: the faster thread count, " + ", ".join(
       f"{k}: {v[2]}" for k, v in rows.items() if k.startswith("torch")) + ")")
-  ratios = [("ln_lstm", "naive_flax_ln_lstm"), ("ln_lstm", "torch_eager_ln_lstm"),
-            ("ln_lstm", "lstm"), ("lstm", "torch_lstm"), ("lstm", "flax_optimized_lstm"),
-            ("lstm", "lstm_scan"), ("ln_lstm", "ln_lstm_scan"),
-            ("flax_optimized_lstm", "torch_lstm"),
-            ("naive_flax_ln_lstm", "torch_eager_ln_lstm")]
   # The numerator and denominator name the timed rows (with the thread count for
   # PyTorch), so that each value is the ratio of two of the record's rows.
   ratio_records = [{"name": f"{a} / {b}", "numerator": rows[a][2], "denominator": rows[b][2],
                     "value": rows[a][0] / rows[b][0]}
-                   for a, b in ratios if a in rows and b in rows]
+                   for a, b in RATIOS if a in rows and b in rows]
   for r in ratio_records:
     print(f"{r['name']}: {r['value']:.2f}x")
 

@@ -32,6 +32,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # scripts/ is no
 import bench_rnn  # noqa: E402  (the models and train step that bench_rnn.py times)
 
 ROWS = ("lstm", "ln_lstm", "lstm_scan", "ln_lstm_scan", "naive_flax_ln_lstm")
+#: Further rows of bench_rnn.py that --rows accepts (the RMS-LSTM and the GRUs).
+MORE_ROWS = ("rms_lstm", "rms_lstm_scan", "gru", "ln_gru", "rms_gru", "gru_scan",
+             "ln_gru_scan", "rms_gru_scan")
 
 #: Instructions that name or regroup buffers without running a kernel.
 _BOOKKEEPING = {"parameter", "get-tuple-element", "tuple", "constant", "bitcast"}
@@ -255,7 +258,7 @@ def analyse(text: str, hidden: int):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   bench_rnn.add_shape_arguments(parser)
-  parser.add_argument("--rows", nargs="+", choices=ROWS, default=list(ROWS))
+  parser.add_argument("--rows", nargs="+", choices=ROWS + MORE_ROWS, default=list(ROWS))
   parser.add_argument("--dump", metavar="DIR",
                       help="also write each row's optimized HLO to DIR/<row>.txt")
   args = parser.parse_args(argv)

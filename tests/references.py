@@ -19,9 +19,10 @@ must the forward test of every new experiment):
    with the norm skipped, moved, or reduced over other axes, to show that the
    comparison is sharp enough to catch those bugs.
 
-Equations: LN paper eq. 3-4 and appendix (REFERENCE.md sec. 4), BN, WN (Salimans &
-Kingma), BLN paper eq. 10-25, recurrent BN after Cooijmans et al. 2016, DRAW paper
-sec. 3.2 (eq. 19-22).
+Equations: LN paper eq. 3-4 and appendix (docs/experiments.md sec. 4), BN, WN
+(Salimans & Kingma), BLN paper eq. 10-25, recurrent BN after Cooijmans et al. 2016,
+RMSNorm and pRMSNorm (Zhang & Sennrich 2019, eq. 4 and sec. 4), DRAW paper sec. 3.2
+(eq. 19-22).
 """
 
 from __future__ import annotations
@@ -139,6 +140,31 @@ def ln_ref(x, g=1.0, b=0.0, eps=1e-5, mask=None, axes=-1):
   return g * (x - mu) / np.sqrt(var + eps) + b
 
 
+def rms_ref(x, g=1.0, b=0.0, eps=1e-5, mask=None, axes=-1, p=1.0):
+  """RMSNorm paper eq. 4: ``g * x / sqrt(mean(x^2) + eps) + b`` per example over
+  ``axes``. pRMSNorm (``p < 1``): the mean square of the first ``max(1, int(d p))``
+  of the d entries of ``axes`` (row-major), written as a loop over examples so that
+  it shares no indexing with the model's. Masked entries are left out, also from
+  the partial head."""
+  x = np.asarray(x, np.float64)
+  axes = _axes(axes, x.ndim)
+  m = _mask(x, mask)
+  other = tuple(i for i in range(x.ndim) if i not in axes)
+  # Examples first, then the normalized entries flattened in row-major order.
+  xs = np.transpose(x, other + axes).reshape(-1, math.prod(x.shape[a] for a in axes))
+  ms = np.transpose(m, other + axes).reshape(xs.shape)
+  d = xs.shape[1]
+  k = d if p == 1.0 else max(1, int(d * p))
+  rms = np.empty(len(xs))
+  for n, (row, real) in enumerate(zip(xs, ms)):
+    head = [row[j] for j in range(k) if real[j] > 0]
+    mean_square = sum(v * v for v in head) / max(len(head), 1)
+    rms[n] = math.sqrt(mean_square + eps)
+  rms = rms.reshape([x.shape[i] for i in other] + [1] * len(axes))
+  rms = np.transpose(rms, np.argsort(other + axes))
+  return g * x / rms + b
+
+
 def bn_stats_ref(x, mask=None, ddof=0, axes=0):
   """BN's batch mean and variance over ``axes`` (kept), padded entries left out."""
   x = np.asarray(x, np.float64)
@@ -223,6 +249,9 @@ def norm_train_ref(name: str, x, p, *, mask=None, **axes):
   g, b = p.get("scale", 1.0), p.get("bias", 0.0)
   if name == "ln":
     return ln_ref(x, g, b, mask=mask, axes=axes.get("axes", -1))
+  if name in ("rms", "prms"):
+    return rms_ref(x, g, b, mask=mask, axes=axes.get("axes", -1),
+                   p=0.0625 if name == "prms" else 1.0)
   if name == "bn":
     return bn_ref(x, g, b, mask=mask, axes=axes.get("axes"))
   if name == "bln":
@@ -242,6 +271,30 @@ def ln(xp, a, p):
   return y + p["bias"][None] if "bias" in p else y
 
 
+def rms(xp, a, p, partial=1.0):
+  """RMSNorm over the last axis with gain p['scale'] (and p['bias'] if present);
+  ``partial < 1``: pRMSNorm, the mean square of the first max(1, int(d p)) entries."""
+  d = a.shape[-1]
+  k = d if partial == 1.0 else max(1, int(d * partial))
+  y = a / xp.sqrt(xp.mean(a[:, :k] ** 2, axis=-1, keepdims=True) + EPS) * p["scale"][None]
+  return y + p["bias"][None] if "bias" in p else y
+
+
+def cell_norm_ref(variant: str, place: str, prms_p: float = 0.0625):
+  """A recurrent variant's normalizer at one place (``input_norm``, ``hidden_norm``,
+  ``cell_norm``; any other name for the GRU's four) as ``norm(xp, a, p)``; None where
+  the variant does not normalize. ``prms_p``: pRMSNorm's fraction."""
+  if variant in ("ln", "rms", "prms"):
+    kind = variant
+  elif variant.endswith("_cell") and place == "cell_norm":
+    kind = variant[:-len("_cell")]
+  else:
+    return None
+  if kind == "ln":
+    return ln
+  return lambda xp, a, p: rms(xp, a, p, partial=prms_p if kind == "prms" else 1.0)
+
+
 def bn_train(xp, a, p, m):
   """BN with the batch statistics of the real rows (m: [B, 1] 0/1); biased var."""
   n = xp.maximum(xp.sum(m), 1.0)
@@ -259,8 +312,9 @@ def bn_eval(xp, a, p, stats, t):
   return y + p["bias"][None] if "bias" in p else y
 
 
-def lstm(xp, p, x, lengths, variant, *, train=True, stats=None, init=None):
-  """LSTM of REFERENCE.md sec. 4 over x [B, T, I]; returns outputs, (c, h), bn stats.
+def lstm(xp, p, x, lengths, variant, *, train=True, stats=None, init=None, prms_p=0.0625):
+  """LSTM of docs/experiments.md sec. 4 over x [B, T, I]; returns outputs, (c, h), bn
+  stats.
 
   Gate order (f, i, o, g). Padded steps keep the state and output zero.
   """
@@ -277,9 +331,8 @@ def lstm(xp, p, x, lengths, variant, *, train=True, stats=None, init=None):
         batch_stats[name].append((mu, var))
         return y
       return bn_eval(xp, a, p[name], stats[name], t)
-    if variant == "ln" or (variant == "ln_cell" and name == "cell_norm"):
-      return ln(xp, a, p[name])
-    return a
+    normalize = cell_norm_ref(variant, name, prms_p)
+    return a if normalize is None else normalize(xp, a, p[name])
 
   for t in range(T):
     m = (t < np.asarray(lengths))[:, None].astype(np.float64)
@@ -295,13 +348,15 @@ def lstm(xp, p, x, lengths, variant, *, train=True, stats=None, init=None):
   return xp.stack(outs, axis=1), (c, h), batch_stats
 
 
-def gru(xp, p, x, lengths, variant, *, init=None):
-  """GRU of REFERENCE.md sec. 4 (LN paper eq. 26-28) over x [B, T, I]."""
+def gru(xp, p, x, lengths, variant, *, init=None, prms_p=0.0625):
+  """GRU of docs/experiments.md sec. 4 (LN paper eq. 26-28) over x [B, T, I]."""
   B, T, _ = x.shape
   H = p["hidden_proj"]["kernel"].shape[0]
   h = init if init is not None else xp.zeros((B, H))
   wx, wh = kernel(xp, p["input_proj"]), kernel(xp, p["hidden_proj"])
-  norm = (lambda name, a: ln(xp, a, p[name])) if variant == "ln" else (lambda name, a: a)
+  normalize = cell_norm_ref(variant, "all", prms_p)
+  norm = ((lambda name, a: a) if normalize is None
+          else (lambda name, a: normalize(xp, a, p[name])))
   outs = []
   for t in range(T):
     m = (t < np.asarray(lengths))[:, None].astype(np.float64)

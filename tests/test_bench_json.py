@@ -65,26 +65,28 @@ def test_bench_norms_json_holds_the_printed_rows_and_ratios(tmp_path, capsys):
   printed_rows = re.findall(r"^\s*(\w+):\s+([\d.]+) ms$", text, re.MULTILINE)
   assert [(row["name"], f"{row['median_ms']:.2f}") for row in record["rows"]] == printed_rows
   assert [row["name"] for row in record["rows"]] == [
-      "elementwise_floor", "flax_layernorm", "ln", "bn", "bln"]
+      "elementwise_floor", "flax_layernorm", "ln", "bn", "bln", "rms", "prms"]
   assert all(row["median_ms"] > 0 for row in record["rows"])
   printed_ratios = re.findall(r"^\s*(\w+) / (\w+): ([\d.]+)x$", text, re.MULTILINE)
-  assert len(printed_ratios) == 5
+  assert len(printed_ratios) == 8
   _check_ratios(record, printed_ratios)
 
 
 def test_bench_rnn_json_holds_the_printed_rows_and_ratios(tmp_path, capsys):
   path = tmp_path / "rnn.json"
-  # --no-naive: each jitted row costs seconds of compilation on a loaded core.
+  # --no-naive and --rows: each jitted row costs seconds of compilation on a loaded core.
+  rows = ["lstm", "ln_lstm", "lstm_scan", "ln_lstm_scan", "flax_optimized_lstm", "gru",
+          "gru_scan", "torch_lstm", "torch_eager_ln_lstm", "torch_gru"]
   _script("bench_rnn").main(
       ["--batch", "2", "--steps", "3", "--hidden", "8", "--input", "5", "--repeats", "2",
-       "--torch-threads", "1", "--no-naive", "--json", str(path)])
+       "--torch-threads", "1", "--no-naive", "--rows", *rows, "--json", str(path)])
   text = capsys.readouterr().out
   record = json.loads(path.read_text())
 
   _check_machine(record["machine"])
   assert record["args"] == {
       "batch": 2, "steps": 3, "input": 5, "hidden": 8, "repeats": 2, "torch_threads": [1],
-      "unroll": 1, "no_naive": True, "json": str(path)}
+      "unroll": 1, "no_naive": True, "rows": rows, "json": str(path)}
   printed_rows = re.findall(
       r"^(\S+)\s+([\d.]+) ms\s+([\d.]+) ms(?:   \(compile ([\d.]+) s\))?$", text, re.MULTILINE)
   assert [(row["name"], f"{row['median_ms']:.2f}", f"{row['min_ms']:.2f}",
@@ -98,6 +100,7 @@ def test_bench_rnn_json_holds_the_printed_rows_and_ratios(tmp_path, capsys):
     # The jitted rows report their compile time, the eager PyTorch rows none.
     assert (row["compile_s"] is None) == row["name"].startswith("torch")
   printed_ratios = re.findall(r"^(\S+) / (\S+): ([\d.]+)x$", text, re.MULTILINE)
-  # Without the naive row four ratios remain, and three more with torch.
-  assert len(printed_ratios) == (7 if "torch_lstm@1" in names else 4)
+  assert names[5:7] == ["gru", "gru_scan"]
+  # The rows chosen give 9 ratios, 4 of them with PyTorch.
+  assert len(printed_ratios) == (9 if "torch_lstm@1" in names else 5)
   _check_ratios(record, printed_ratios)

@@ -1,4 +1,5 @@
-"""LN paper Table 1, measured on a random single layer for BN, WN and LN."""
+"""LN paper Table 1, measured on a random single layer for BN, WN and LN, and the
+RMSNorm paper's rows for RMSNorm and pRMSNorm."""
 
 from __future__ import annotations
 
@@ -28,8 +29,10 @@ def test_measured_cell_matches_paper(table, norm, transformation):
 
 
 def test_paper_table_is_the_published_one():
-  # Rows of LN paper Table 1, in the order of invariance.TRANSFORMATIONS.
-  published = {"bn": "YNYYYN", "wn": "YNYNNN", "ln": "YYNYNY"}
+  # Rows of LN paper Table 1 and of the RMSNorm paper's Table 1, in the order of
+  # invariance.TRANSFORMATIONS.
+  published = {"bn": "YNYYYN", "wn": "YNYNNN", "ln": "YYNYNY", "rms": "YNNYNY",
+               "prms": "YNNYNY"}
   for norm, row in published.items():
     assert [invariance.PAPER_TABLE[norm][t] for t in invariance.TRANSFORMATIONS] == [
         c == "Y" for c in row]
@@ -37,6 +40,16 @@ def test_paper_table_is_the_published_one():
 
 def test_another_seed_also_matches():
   assert invariance.mismatches(invariance.measure_invariance_table(seed=3)) == []
+
+
+def test_prms_invariance_fails_by_eps_when_it_reads_one_unit(monkeypatch):
+  # As the module says: with 12 units pRMSNorm reads one, whose summed input is near 0
+  # for some example, and eps then breaks the re-scaling invariances; LN and RMSNorm,
+  # which read all 12, keep them.
+  monkeypatch.setattr(invariance, "_H", 12)
+  bad = invariance.mismatches(invariance.measure_invariance_table(seed=0))
+  assert ("prms", "dataset re-scaling") in bad
+  assert all(norm == "prms" for norm, _ in bad)
 
 
 def test_run_reports_and_fails_on_a_mismatch(table, monkeypatch, capsys):

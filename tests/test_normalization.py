@@ -1,5 +1,6 @@
 """Every transform in lnorm.normalization against a float64 NumPy reference written
-from the papers' equations (LN paper eq. 3-4, BN, WN, BLN paper eq. 10-25)."""
+from the papers' equations (LN paper eq. 3-4, RMSNorm paper eq. 4, BN, WN, BLN paper
+eq. 10-25)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import pytest
 
 from lnorm.models import MLP
 from lnorm.normalization import (
-    BatchLayerNorm, BatchNorm, LayerNorm, UnknownNormError, WeightNormDense,
+    BatchLayerNorm, BatchNorm, LayerNorm, RMSNorm, UnknownNormError, WeightNormDense,
     bln_inference_configurations, finalize_epoch_statistics, make_norm)
 from lnorm.normalization import functional as F
 from tests.references import (
-    bln_inference_ref, bln_population_ref, bln_train_ref, bn_stats_ref, ln_ref)
+    bln_inference_ref, bln_population_ref, bln_train_ref, bn_stats_ref, ln_ref, rms_ref)
 
 
 # Full-precision matmuls and no silent rank promotion (tests/conftest.py).
@@ -73,6 +74,99 @@ def test_layer_norm_mask_excludes_padding():
   np.testing.assert_allclose(y[mask], ref[mask], rtol=1e-5, atol=1e-5)
   # The same as normalizing each example's real entries alone.
   np.testing.assert_allclose(y[1, :7], ln_ref(x[1:2, :7])[0], rtol=1e-5, atol=1e-5)
+
+
+# --- RMSNorm and pRMSNorm -------------------------------------------------------------
+
+
+def test_rms_norm_matches_reference_and_does_not_centre():
+  rng = _rng(30)
+  x = (rng.normal(size=(6, 20)) * 0.5 + 0.8).astype(np.float32)
+  module = make_norm("rms").layer()
+  variables = _with_random_affine(module.init(jax.random.key(0), x), rng)
+  g = np.asarray(variables["params"]["scale"], np.float64)
+  b = np.asarray(variables["params"]["bias"], np.float64)
+  y = np.asarray(module.apply(variables, x))
+  np.testing.assert_allclose(y, rms_ref(x, g, b), rtol=1e-5, atol=1e-5)
+  # With a mean of 0.8 against a spread of 0.5, LN's re-centering would show.
+  assert np.max(np.abs(y - ln_ref(x, g, b))) > 0.1
+  # Per example: one example alone gives the same output.
+  np.testing.assert_allclose(module.apply(variables, x[3:4])[0], y[3], rtol=1e-5, atol=1e-5)
+
+
+def test_rms_norm_eps_inside_the_square_root():
+  # A row with mean square 1e-5 = eps: dividing by sqrt(ms + eps), not sqrt(ms) + eps.
+  x = np.full((1, 4), np.sqrt(1e-5), np.float32)
+  y = np.asarray(F.rms_norm(jnp.asarray(x)))
+  np.testing.assert_allclose(y, 1 / np.sqrt(2.0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("d,p,size", [(32, 0.0625, 2), (1600, 0.0625, 100), (8, 0.0625, 1),
+                                      (100, 0.07, 7), (100, 0.29, 29), (10, 1.0, 10)])
+def test_partial_size_is_the_first_p_of_the_entries_at_least_one(d, p, size):
+  assert F.partial_size(d, p) == size
+
+
+@pytest.mark.parametrize("p", [0.0, -0.5, 1.5])
+def test_partial_fraction_outside_0_1_is_an_error(p):
+  with pytest.raises(ValueError, match="0.0625"):
+    F.partial_size(10, p)
+
+
+def test_prms_estimates_the_rms_from_the_first_entries_only():
+  rng = _rng(31)
+  x = rng.normal(size=(5, 48)).astype(np.float32)
+  x[:, 3:] *= 10.0  # Entries past the head (3 of 48) would move a full RMS a lot.
+  module = make_norm("prms").layer()
+  variables = _with_random_affine(module.init(jax.random.key(0), x), rng)
+  g = np.asarray(variables["params"]["scale"], np.float64)
+  b = np.asarray(variables["params"]["bias"], np.float64)
+  y = np.asarray(module.apply(variables, x))
+  np.testing.assert_allclose(y, rms_ref(x, g, b, p=0.0625), rtol=1e-5, atol=1e-5)
+  # By hand for one example: the head is the first 3 entries.
+  x0 = x[0].astype(np.float64)
+  np.testing.assert_allclose(y[0], g * x0 / np.sqrt(np.mean(x0[:3] ** 2) + 1e-5) + b,
+                             rtol=1e-5, atol=1e-5)
+  assert np.max(np.abs(y - rms_ref(x, g, b))) > 1.0
+  # Changing an entry past the head changes only that entry's output.
+  x2 = x.copy()
+  x2[:, 40] += 5.0
+  y2 = np.asarray(module.apply(variables, x2))
+  np.testing.assert_allclose(np.delete(y2, 40, axis=1), np.delete(y, 40, axis=1), atol=1e-6)
+
+
+@pytest.mark.parametrize("p", [1.0, 0.25])
+def test_rms_norm_mask_excludes_padding(p):
+  rng = _rng(32)
+  x = rng.normal(size=(4, 12)).astype(np.float32)
+  mask = np.arange(12)[None, :] < np.array([12, 7, 2, 1])[:, None]
+  mask[0, 1] = False  # A hole inside the head of the partial estimate.
+  garbage = np.where(mask, x, np.float32(np.nan))  # Padding may hold anything.
+  y = np.asarray(F.rms_norm(jnp.asarray(garbage), mask=jnp.asarray(mask), partial=p))
+  ref = rms_ref(x, mask=mask, p=p)
+  np.testing.assert_allclose(y[mask], ref[mask], rtol=1e-5, atol=1e-5)
+  # By hand: pRMSNorm at p = 0.25 reads entries 0-2, of which example 0 has 0 and 2
+  # and example 2 has 0 and 1.
+  if p == 0.25:
+    for n, head in ((0, [0, 2]), (2, [0, 1])):
+      rms = np.sqrt(np.mean(x[n, head].astype(np.float64) ** 2) + 1e-5)
+      np.testing.assert_allclose(y[n, mask[n]], x[n, mask[n]] / rms, rtol=1e-5)
+
+
+def test_rms_norm_over_several_axes_reads_them_in_row_major_order():
+  rng = _rng(33)
+  x = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)  # a conv map, NHWC
+  module = RMSNorm(axes=(1, 2, 3), partial=0.1)   # 6 of 60 entries: (0,0,:5), (0,1,0)
+  variables = _with_random_affine(module.init(jax.random.key(0), x), rng)
+  g = np.asarray(variables["params"]["scale"], np.float64)
+  b = np.asarray(variables["params"]["bias"], np.float64)
+  y = np.asarray(module.apply(variables, x))
+  np.testing.assert_allclose(y, rms_ref(x, g, b, axes=(1, 2, 3), p=0.1), rtol=1e-5,
+                             atol=1e-5)
+  x0 = x[0].astype(np.float64)
+  head = np.concatenate([x0[0, 0, :], x0[0, 1, :1]])
+  np.testing.assert_allclose(y[0], g * x0 / np.sqrt(np.mean(head ** 2) + 1e-5) + b,
+                             rtol=1e-5, atol=1e-5)
 
 
 # --- BN -------------------------------------------------------------------------------
@@ -132,7 +226,7 @@ def test_batch_norm_mask_excludes_padded_examples():
 # --- Precision ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["ln", "bn", "bln"])
+@pytest.mark.parametrize("name", ["ln", "rms", "prms", "bn", "bln"])
 def test_bfloat16_input_uses_float32_statistics(name):
   rng = _rng(5)
   x32 = (rng.normal(size=(16, 512)) + 4.0).astype(np.float32)
@@ -358,7 +452,7 @@ def test_unknown_norm_lists_valid_choices():
     make_norm("layernorm")
   message = str(info.value)
   assert "layernorm" in message
-  for name in ("none", "ln", "bn", "wn", "bln"):
+  for name in ("none", "ln", "rms", "prms", "bn", "wn", "bln"):
     assert repr(name)[1:-1] in message
 
 
@@ -372,9 +466,12 @@ def test_unknown_norm_lists_valid_choices():
 #         (784000 + 2000) + (1000000 + 2000) + (10000 + 20)
 #   bln:  placed after the activation, so the dense layers keep their bias, plus BLN
 #         gain+bias: (784000 + 1000 + 2000) + (1000000 + 1000 + 2000) + 10010
+#   rms, prms: as ln (a gain and the layer's bias b after the normalization)
 EXPECTED_MLP_PARAMS = {
     "none": 785000 + 1001000 + 10010,
     "ln": 784000 + 2000 + 1000000 + 2000 + 10010,
+    "rms": 784000 + 2000 + 1000000 + 2000 + 10010,
+    "prms": 784000 + 2000 + 1000000 + 2000 + 10010,
     "bn": 784000 + 2000 + 1000000 + 2000 + 10000 + 20,
     "wn": 786000 + 1002000 + 10020,
     "bln": 787000 + 1003000 + 10010,
@@ -438,6 +535,63 @@ def test_fused_layer_norm_matches_autodiff(monkeypatch, shape, dtype, blocked):
       x, None, None, axes=(x.ndim - 1,), eps=1e-5, mask=None), x, None, None))(x)
   np.testing.assert_allclose(np.asarray(gx, np.float32), np.asarray(gx_plain, np.float32),
                              atol=tol * float(jnp.max(jnp.abs(gx_plain.astype(jnp.float32)))))
+
+
+@pytest.mark.parametrize("shape,dtype,blocked,p,with_bias", [
+    ((6, 32), jnp.float32, False, 1.0, True),
+    ((6, 32), jnp.float32, False, 0.0625, False),
+    ((64, 32), jnp.float32, True, 1.0, False),
+    ((4, 16, 32), jnp.float32, True, 0.25, True),
+    ((64, 32), jnp.bfloat16, True, 1.0, True),
+])
+def test_fused_rms_norm_matches_autodiff(monkeypatch, shape, dtype, blocked, p, with_bias):
+  monkeypatch.setattr(F, "_CPU_BLOCKED_BYTES", 0 if blocked else 1 << 40)
+  monkeypatch.setattr(F, "_CPU_BLOCK_BYTES", 4 * 4 * shape[-1])
+  rng = _rng(17)
+  x = jnp.asarray(rng.normal(size=shape) * 3 + 2, dtype)
+  ct = jnp.asarray(rng.normal(size=shape), dtype)
+  g = jnp.asarray(rng.normal(size=(shape[-1],)) + 1, jnp.float32)
+  b = jnp.asarray(rng.normal(size=(shape[-1],)), jnp.float32) if with_bias else None
+  size = None if p == 1.0 else F.partial_size(shape[-1], p)
+
+  def loss(fn, x, g, b):
+    return jnp.sum(fn(x, g, b).astype(jnp.float32) * ct.astype(jnp.float32))
+
+  fused = lambda x, g, b: F.rms_norm(x, g, b, partial=p)
+  plain = lambda x, g, b: F._rms_norm_autodiff(x, g, b, axes=(x.ndim - 1,), eps=1e-5,
+                                               mask=None, size=size)
+  tol = 1e-5 if dtype == jnp.float32 else 3e-2
+  y_fused = fused(x, g, b)
+  assert y_fused.dtype == dtype
+  np.testing.assert_allclose(np.asarray(y_fused, np.float32),
+                             np.asarray(plain(x, g, b), np.float32), atol=tol, rtol=tol)
+  argnums = (0, 1, 2) if with_bias else (0, 1)
+  grads_fused = jax.grad(functools.partial(loss, fused), argnums=argnums)(x, g, b)
+  grads_plain = jax.grad(functools.partial(loss, plain), argnums=argnums)(x, g, b)
+  for name, a, r in zip(("x", "scale", "bias"), grads_fused, grads_plain):
+    assert a.shape == r.shape and a.dtype == r.dtype, name
+    scale = float(jnp.max(jnp.abs(r.astype(jnp.float32))))
+    np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(r, np.float32),
+                               atol=tol * scale, rtol=0, err_msg=name)
+
+
+def test_rms_norm_gradient_matches_central_differences():
+  # The hand-written backward pass of pRMSNorm against float64 differences of the
+  # NumPy reference: entries inside the head get the statistic's term, the rest not.
+  rng = _rng(18)
+  x = rng.normal(size=(3, 16))
+  g = rng.normal(size=16) + 1.0
+  ct = rng.normal(size=(3, 16))
+  grad = np.asarray(jax.grad(lambda x: jnp.sum(
+      F.rms_norm(x, jnp.asarray(g, jnp.float32), partial=0.25) * ct))(
+          jnp.asarray(x, jnp.float32)), np.float64)
+  numeric = np.zeros_like(x)
+  for idx in np.ndindex(*x.shape):
+    step = np.zeros_like(x)
+    step[idx] = 1e-6
+    numeric[idx] = (np.sum(rms_ref(x + step, g, p=0.25) * ct)
+                    - np.sum(rms_ref(x - step, g, p=0.25) * ct)) / 2e-6
+  np.testing.assert_allclose(grad, numeric, rtol=1e-3, atol=1e-4)
 
 
 def test_cpu_row_blocks_divide_the_rows_near_the_target(monkeypatch):

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from lnorm.rnn import RecurrentLayer, make_gru_cell, make_lstm_cell
-from tests.test_rnn_cells import B, CASES, H, I, LENGTHS, T, build, f64, inputs
+from tests import references as ref
+from tests.test_rnn_cells import B, CASES, H, I, LENGTHS, PRMS_P, T, build, f64, inputs
 
 pytestmark = pytest.mark.usefixtures("precise_jax")
 
@@ -18,7 +19,9 @@ RATE, RECURRENT_RATE = 0.3, 0.5
 
 def dropout_layer(kind, variant, rate=RATE, recurrent_rate=RECURRENT_RATE):
   make = make_lstm_cell if kind == "lstm" else make_gru_cell
-  return RecurrentLayer(make(variant, dropout=rate, recurrent_dropout=recurrent_rate), H)
+  options = {"prms_p": PRMS_P} if variant.startswith("prms") else {}
+  return RecurrentLayer(
+      make(variant, dropout=rate, recurrent_dropout=recurrent_rate, **options), H)
 
 
 def apply_capturing_masks(layer, variables, x, key, lengths=LENGTHS):
@@ -45,11 +48,12 @@ def _kernel(p):
 
 
 def _normalize(variant, name, p, a, real):
-  """LN per row, or recurrent BN over the real rows (batch statistics), or nothing."""
-  if variant == "ln" or (variant == "ln_cell" and name == "cell_norm"):
-    mu = a.mean(-1, keepdims=True)
-    y = (a - mu) / np.sqrt(((a - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
-  elif variant == "bn":
+  """LN or RMSNorm per row, or recurrent BN over the real rows (batch statistics), or
+  nothing."""
+  per_row = ref.cell_norm_ref(variant, name, PRMS_P)
+  if per_row is not None:
+    return per_row(np, a, p[name])
+  if variant == "bn":
     n = real.sum()
     mu = (a * real).sum(0) / n
     y = (a - mu) / np.sqrt(((a - mu) ** 2 * real).sum(0) / n + 1e-5)
@@ -60,7 +64,8 @@ def _normalize(variant, name, p, a, real):
 
 def reference(kind, variant, p, x, lengths, input_mask, state_mask):
   """x [B, T, I] -> outputs [B, T, H]: at every step x_t * input_mask enters W_x and
-  h * state_mask enters W_h (REFERENCE.md sec. 4 otherwise); padded steps keep h, c."""
+  h * state_mask enters W_h (docs/experiments.md sec. 4 otherwise); padded steps keep
+  h, c."""
   norm = lambda name, a, real: _normalize(variant, name, p, a, real)
   wx, wh = _kernel(p["input_proj"]), _kernel(p["hidden_proj"])
   h = c = np.zeros((x.shape[0], H))

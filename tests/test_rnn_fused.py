@@ -1,4 +1,5 @@
-"""The fused LSTM recurrence (lnorm.rnn.fused) against the nn.scan of the same cell.
+"""The fused LSTM recurrence (lnorm.rnn.fused) against the nn.scan of the same cell
+(the GRU's: tests/test_rnn_fused_gru.py).
 
 tests/test_rnn_cells.py checks every variant against NumPy loops, which for the LSTM
 without recurrent BN now runs the fused path. Here the two paths of RecurrentLayer
@@ -22,7 +23,7 @@ from tests.test_rnn_cells import B, H, LENGTHS, T, inputs
 
 pytestmark = pytest.mark.usefixtures("precise_jax")
 
-FUSABLE = ("none", "ln", "ln_cell", "wn")
+FUSABLE = ("none", "ln", "ln_cell", "wn", "rms", "prms", "rms_cell", "prms_cell")
 
 
 def _perturbed(params, seed):
@@ -34,7 +35,10 @@ def _perturbed(params, seed):
 
 
 def _both_paths(variant, **layer_options):
-  cell = make_lstm_cell(variant, dropout=0.2, recurrent_dropout=0.3, forget_bias=1.0)
+  # pRMSNorm reads a quarter of each row here (6.25% of 6 or 24 entries would be one).
+  options = {"prms_p": 0.25} if variant.startswith("prms") else {}
+  cell = make_lstm_cell(variant, dropout=0.2, recurrent_dropout=0.3, forget_bias=1.0,
+                        **options)
   return (RecurrentLayer(cell, H, fused=True, **layer_options),
           RecurrentLayer(cell, H, fused=False, **layer_options))
 
@@ -104,7 +108,8 @@ def test_only_the_lstm_without_recurrent_bn_is_fused():
 
   assert all(fusable(make_lstm_cell(v)) for v in FUSABLE)
   assert not fusable(make_lstm_cell("bn"))
-  assert not fusable(make_gru_cell("ln"))
+  # The GRU has its own fused recurrence (tests/test_rnn_fused_gru.py).
+  assert fusable(make_gru_cell("ln"))
 
 
 _SHARDED_PROBE = """
@@ -126,10 +131,15 @@ print(len(jax.devices()))
 """
 
 
-def test_fused_layer_with_the_batch_sharded_over_devices():
-  # A batch split over 4 (emulated) devices gives the values and gradients of one.
+def run_on_four_devices(probe: str) -> None:
+  """Runs ``probe`` in a process with 4 emulated CPU devices; it must print 4 last."""
   env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
-  out = subprocess.run([sys.executable, "-c", _SHARDED_PROBE], capture_output=True,
-                       text=True, env=env)
+  out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                       env=env)
   assert out.returncode == 0, out.stderr[-2000:]
   assert out.stdout.split()[-1] == "4"
+
+
+def test_fused_layer_with_the_batch_sharded_over_devices():
+  # A batch split over 4 (emulated) devices gives the values and gradients of one.
+  run_on_four_devices(_SHARDED_PROBE)

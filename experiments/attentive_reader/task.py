@@ -34,7 +34,8 @@ from lnorm.training.task import Task as BaseTask
 
 #: ``norm`` -> (LSTM variant of lnorm.rnn, whether the feed-forward layers get BN).
 VARIANTS = {"none": ("none", False), "bn": ("bn", False),
-            "bn_everywhere": ("bn", True), "ln": ("ln", False)}
+            "bn_everywhere": ("bn", True), "ln": ("ln", False), "rms": ("rms", False),
+            "prms": ("prms", False)}
 
 
 class Task(BaseTask):

@@ -32,12 +32,16 @@ CONV_AXES = {
     "conventional": {
         "bn": {"axes": (0, 1, 2)},
         "ln": {"axes": (1, 2, 3)},
+        "rms": {"axes": (1, 2, 3)},
+        "prms": {"axes": (1, 2, 3)},
         "bln": {"batch_axes": (0, 1, 2), "feature_axes": (1, 2, 3)},
         "none": {},
     },
     "authors": {
         "bn": {"axes": (0, 1, 2)},
         "ln": {"axes": (1, 2, 3)},
+        "rms": {"axes": (1, 2, 3)},
+        "prms": {"axes": (1, 2, 3)},
         "bln": {"batch_axes": (0,), "feature_axes": (3,)},
         "none": {},
     },
@@ -52,7 +56,7 @@ def conv_axes(norm_axes: str, norm: str) -> dict:
 
 class Task(BaseTask):
 
-  norms = ("bln", "bn", "ln", "none")
+  norms = ("bln", "bn", "ln", "rms", "prms", "none")
 
   def load_data(self):
     dataset = super().load_data()

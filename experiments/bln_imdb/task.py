@@ -32,7 +32,7 @@ def _model_field(config, name):
 
 class Task(BaseTask):
 
-  norms = ("bln", "bn", "ln", "none")
+  norms = ("bln", "bn", "ln", "rms", "prms", "none")
   rng_streams = ("dropout",)
 
   def __init__(self, config):

@@ -27,7 +27,7 @@ STRIP_EXAMPLE = 0
 
 
 class Task(BaseTask):
-  norms = ("none", "wn", "ln_cell", "ln")
+  norms = ("none", "wn", "ln_cell", "ln", "rms_cell", "rms", "prms_cell", "prms")
   rng_streams = ("sample",)
 
   def build_model(self, dataset):

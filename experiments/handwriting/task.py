@@ -25,6 +25,7 @@ from experiments.handwriting import pictures
 from experiments.handwriting import sampling
 from experiments.handwriting.model import HandwritingSynthesis, sequence_nll
 from lnorm.errors import UserError
+from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.checkpoint import restore_latest
 from lnorm.training.loop import TrainState
@@ -46,7 +47,7 @@ def build_model(config, num_symbols: int) -> HandwritingSynthesis:
 
 
 class Task(BaseTask):
-  norms = ("none", "ln")
+  norms = ("none",) + PER_EXAMPLE_NORMS
   loss_reductions = LOSS_REDUCTIONS
 
   def build_model(self, dataset):

@@ -43,6 +43,7 @@ from experiments.order_embeddings.model import OrderEmbedding, contrastive_loss
 from lnorm import retrieval
 from lnorm.data import batching
 from lnorm.errors import ConfigError
+from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_gru_cell
 from lnorm.training import defaults
 from lnorm.training import parallel
@@ -52,7 +53,7 @@ from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
 
 class Task(BaseTask):
 
-  norms = ("none", "ln")
+  norms = ("none",) + PER_EXAMPLE_NORMS
   rng_streams = ("caption",)
   loss_reductions = LOSS_REDUCTIONS
 

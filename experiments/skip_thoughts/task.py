@@ -35,6 +35,7 @@ from experiments.skip_thoughts.model import NEXT, PREVIOUS, SkipThoughts
 from lnorm.data import books
 from lnorm.data import text
 from lnorm.errors import UserError
+from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_gru_cell, masked_mean, sequence_mask
 from lnorm.training import loop, parallel
 from lnorm.training.checkpoint import abstract_like, restore_latest
@@ -50,7 +51,7 @@ LENGTH_BUCKET = 16
 
 class Task(BaseTask):
 
-  norms = ("none", "ln")
+  norms = ("none",) + PER_EXAMPLE_NORMS
   loss_reductions = LOSS_REDUCTIONS
 
   def build_model(self, dataset):

@@ -1,4 +1,5 @@
-"""Normalizers selected by name: ``none``, ``ln``, ``bn``, ``wn``, ``bln``.
+"""Normalizers selected by name: ``none``, ``ln``, ``rms``, ``prms``, ``bn``, ``wn``,
+``bln``.
 
 A model asks ``make_norm(name, options)`` for a :class:`Norm` and builds its layers
 from it; it never tests the name. A ``Norm`` says how to build a linear layer (plain
@@ -19,7 +20,7 @@ from lnorm.normalization import functional
 from lnorm.normalization.functional import (
     BLN_STATISTICS, bln_inference_configurations, parse_bln_inference)
 from lnorm.normalization.modules import (
-    BatchLayerNorm, BatchNorm, Dense, Identity, LayerNorm, WeightNormDense,
+    BatchLayerNorm, BatchNorm, Dense, Identity, LayerNorm, RMSNorm, WeightNormDense,
     finalize_epoch_statistics)
 
 ModuleFactory = Callable[..., nn.Module]
@@ -60,6 +61,20 @@ def _ln(o: Mapping[str, Any]) -> Norm:
   return Norm("ln", nn.Dense, layer, has_bias=True)
 
 
+def _rms(o: Mapping[str, Any], name: str = "rms", partial: float = 1.0) -> Norm:
+  # Gain and bias as LN's: the bias is the layer's b after the normalization (RMSNorm
+  # paper eq. 4), so the linear map before it needs none.
+  layer = functools.partial(RMSNorm, axes=_axes_option(o, "axes", -1), eps=o.get("eps", 1e-5),
+                            partial=partial,
+                            scale_init=nn.initializers.constant(o.get("scale_init", 1.0)))
+  return Norm(name, nn.Dense, layer, has_bias=True)
+
+
+def _prms(o: Mapping[str, Any]) -> Norm:
+  """pRMSNorm: the RMS from the first ``p`` of the summed inputs (paper: 6.25%)."""
+  return _rms(o, "prms", partial=o.get("p", 0.0625))
+
+
 def _bn(o: Mapping[str, Any]) -> Norm:
   layer = functools.partial(
       # ``axes``: the reduced axes; None = all but the last (per channel for NHWC maps).
@@ -86,8 +101,13 @@ def _bln(o: Mapping[str, Any]) -> Norm:
 
 
 NORMS: dict[str, Callable[[Mapping[str, Any]], Norm]] = {
-    "none": _none, "ln": _ln, "bn": _bn, "wn": _wn, "bln": _bln,
+    "none": _none, "ln": _ln, "rms": _rms, "prms": _prms, "bn": _bn, "wn": _wn, "bln": _bln,
 }
+
+#: The normalizers whose statistics are per example, LN and its successors: each works
+#: wherever LN does (a batch of one, recurrent steps, padded sequences), and every
+#: experiment that accepts ``ln`` accepts them all.
+PER_EXAMPLE_NORMS = ("ln", "rms", "prms")
 
 
 class UnknownNormError(ConfigError, ValueError):
@@ -105,6 +125,6 @@ def make_norm(name: str, options: Mapping[str, Any] | None = None) -> Norm:
 
 __all__ = [
     "BLN_STATISTICS", "BatchLayerNorm", "BatchNorm", "Dense", "Identity", "LayerNorm", "NORMS",
-    "Norm", "UnknownNormError", "WeightNormDense", "bln_inference_configurations",
+    "Norm", "PER_EXAMPLE_NORMS", "RMSNorm", "UnknownNormError", "WeightNormDense", "bln_inference_configurations",
     "finalize_epoch_statistics", "functional", "make_norm", "parse_bln_inference",
 ]

@@ -75,6 +75,27 @@ class LayerNorm(_ScaleBias):
     return F.layer_norm(x, scale, bias, axes=axes, eps=self.eps, mask=mask)
 
 
+class RMSNorm(_ScaleBias):
+  """RMSNorm (Zhang & Sennrich 2019): ``g * a / RMS(a) + b`` per example over
+  ``axes``, with ``RMS(a) = sqrt(mean(a^2) + eps)``; LN without the re-centering.
+  ``partial < 1`` is pRMSNorm, the RMS estimated from the first ``partial`` of the
+  normalized entries (the paper's 6.25% is 0.0625). Same computation at training and
+  test time. The bias is the layer's b added after the normalization (the paper's
+  ``f(a / RMS(a) g + b)``); ``use_bias=False`` drops it."""
+
+  axes: int | Sequence[int] = -1
+  eps: float = 1e-5
+  partial: float = 1.0
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, mask=None):
+    del train
+    axes = _axes(self.axes, x.ndim)
+    scale, bias = self.scale_bias(x, axes)
+    return F.rms_norm(x, scale, bias, axes=axes, eps=self.eps, mask=mask,
+                      partial=self.partial)
+
+
 class BatchNorm(_ScaleBias):
   """BN: batch statistics in training, population (moving-average) statistics at
   inference. ``axes`` are the reduced axes (default: all but the last)."""

@@ -4,15 +4,15 @@
     rnn = RecurrentLayer(make_lstm_cell("ln", forget_bias=1.0), hidden_size=400)
     out = rnn.apply(variables, x, lengths, train=True)   # out.outputs, out.final_hidden
 
-Variant names: LSTM ``none``, ``ln``, ``ln_cell``, ``bn``, ``wn``; GRU ``none``,
-``ln``, ``wn``. Recurrent BN keeps its per-step population statistics in the
+Variant names: LSTM ``none``, ``ln``, ``ln_cell``, ``bn``, ``wn``, ``rms``, ``prms``,
+``rms_cell``, ``prms_cell``; GRU ``none``, ``ln``, ``wn``, ``rms``, ``prms``. Recurrent BN keeps its per-step population statistics in the
 ``batch_stats`` collection (pass ``mutable=['batch_stats']`` in training). Keras's
 per-sequence dropout of x and h works with every variant:
 ``make_lstm_cell('ln', dropout=0.2, recurrent_dropout=0.2)`` (needs a 'dropout' rng).
 """
 
 from lnorm.rnn.cells import CellNorms, DropoutMasks, GRUCell, LSTMCell
-from lnorm.rnn.norms import StepBatchNorm, StepIdentity, StepLayerNorm
+from lnorm.rnn.norms import StepBatchNorm, StepIdentity, StepLayerNorm, StepRMSNorm
 from lnorm.rnn.sequence import (
     RNNOutput, RecurrentLayer, flip_sequences, masked_mean, sequence_mask)
 from lnorm.rnn.variants import (
@@ -22,6 +22,6 @@ from lnorm.rnn.variants import (
 __all__ = [
     "CellNorms", "DEFAULT_OPTIONS", "DropoutMasks", "GRUCell", "GRU_VARIANTS",
     "LSTMCell", "LSTM_VARIANTS", "RNNOutput", "RecurrentLayer", "StepBatchNorm",
-    "StepIdentity", "StepLayerNorm", "cell_options", "flip_sequences", "make_gru_cell",
+    "StepIdentity", "StepLayerNorm", "StepRMSNorm", "cell_options", "flip_sequences", "make_gru_cell",
     "make_lstm_cell", "masked_mean", "sequence_mask",
 ]

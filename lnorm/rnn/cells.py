@@ -15,8 +15,9 @@ recurrence then holds one ``[B, H] @ [H, 4H]`` matmul plus elementwise work.
 :class:`lnorm.rnn.RecurrentLayer` runs a cell over padded sequences.
 
 The variant enters through :class:`CellNorms`: which linear map (plain or weight
-normalized) and which normalizer for W_x x, W_h h and c. Equations: REFERENCE.md
-sec. 4 (LN paper appendix), Cooijmans et al. 2016 for recurrent BN.
+normalized) and which normalizer for W_x x, W_h h and c. Equations:
+docs/experiments.md sec. 4 (LN paper appendix), Cooijmans et al. 2016 for recurrent
+BN, Zhang & Sennrich 2019 for RMSNorm.
 
 Dropout is Keras's ``LSTM(dropout, recurrent_dropout)``, the variational dropout of
 Gal & Ghahramani 2016: in training, x is multiplied by one mask before W_x and h by
@@ -38,6 +39,7 @@ import jax
 import jax.numpy as jnp
 
 from lnorm.rnn.fused import LSTMRecurrenceParams, lstm_recurrence
+from lnorm.rnn.fused_gru import GRURecurrenceParams, gru_recurrence
 
 ModuleFactory = Callable[..., nn.Module]
 Initializer = Callable[..., jax.Array]
@@ -50,9 +52,9 @@ class CellNorms:
   ``dense(features, use_bias=..., kernel_init=..., name=...)`` builds W_x and W_h;
   ``input_norm``, ``hidden_norm`` and ``cell_norm`` (called with ``name=...``) build
   modules with the signature ``norm(x, *, train, step, mask=None)`` applied to W_x x,
-  W_h h and (LSTM only) c before its tanh. For the LSTM's fused recurrence the linear
-  map also gives ``kernel_matrix()`` and each normalizer ``fusable`` and
-  ``row_norm()`` (:mod:`lnorm.rnn.norms`).
+  W_h h and (LSTM only) c before its tanh. For the fused recurrences the linear map
+  also gives ``kernel_matrix()`` and each normalizer ``fusable`` and ``row_norm()``
+  (:mod:`lnorm.rnn.norms`).
   """
 
   name: str
@@ -130,7 +132,7 @@ class LSTMCell(nn.RNNCellBase):
 
   ``(f, i, o, g) = N_h(W_h h) + N_x(W_x x) + b``,
   ``c = sigmoid(f) c_prev + sigmoid(i) tanh(g)``, ``h = sigmoid(o) tanh(N_c(c))``,
-  carrying the un-normalized c (REFERENCE.md sec. 4). The carry is ``(c, h)``.
+  carrying the un-normalized c (docs/experiments.md sec. 4). The carry is ``(c, h)``.
   With dropout, x and h are multiplied by their per-sequence masks before W_x and W_h.
   """
 
@@ -235,7 +237,7 @@ class LSTMCell(nn.RNNCellBase):
 
 
 class GRUCell(nn.RNNCellBase):
-  """GRU of REFERENCE.md sec. 4 (LN paper eq. 26-28), not flax's cuDNN-style cell:
+  """GRU of docs/experiments.md sec. 4 (LN paper eq. 26-28), not flax's cuDNN-style cell:
 
   ``(z, r) = N1(W_h h) + N2(W_x x)`` over the concatenated 2H,
   ``h~ = tanh(N3(W x) + sigmoid(r) * N4(U h))``,
@@ -255,9 +257,6 @@ class GRUCell(nn.RNNCellBase):
   carry_init: Initializer = nn.initializers.zeros
   dropout: float = 0.0  # Keras's dropout: on x, in training (see the module doc).
   recurrent_dropout: float = 0.0  # Keras's recurrent_dropout: on h before W_h, U.
-
-  #: No fused recurrence yet: RecurrentLayer scans ``__call__``.
-  fusable = False
 
   def setup(self):
     _check_rates(self)
@@ -302,6 +301,25 @@ class GRUCell(nn.RNNCellBase):
     z = nn.sigmoid(z)
     h = (1.0 - z) * h + z * candidate
     return h, h
+
+  @property
+  def fusable(self) -> bool:
+    """Whether ``fused_scan`` can run this cell: true unless a recurrent normalizer
+    keeps per-step state (the input normalizers run in ``project``, outside it)."""
+    return all(n.fusable for n in (self.hidden_gate_norm, self.hidden_candidate_norm))
+
+  def fused_scan(self, carry, x, *, train: bool = False, mask=None,
+                 dropout: DropoutMasks = DropoutMasks(None, None), unroll: int = 1):
+    """``project`` and every step at once, through
+    :func:`lnorm.rnn.fused_gru.gru_recurrence`: the values and gradients of scanning
+    ``__call__``, computed faster. Arguments and result as ``LSTMCell.fused_scan``."""
+    projected = self.project(x, train=train, mask=mask, dropout_mask=dropout.inputs)
+    _check_mask_given(dropout.state, self.recurrent_dropout, train, "its state")
+    params = GRURecurrenceParams(self.hidden_proj.kernel_matrix(),
+                                 self.hidden_gate_norm.row_norm(),
+                                 self.hidden_candidate_norm.row_norm())
+    return gru_recurrence(params, projected, carry, step_mask=mask,
+                          recurrent_mask=dropout.state, unroll=unroll)
 
   @nn.nowrap
   def initialize_carry(self, rng, input_shape):

@@ -1,25 +1,29 @@
 """The LSTM recurrence as one function with a hand-written backward pass.
 
 :class:`lnorm.rnn.RecurrentLayer` runs most cells step by step under ``nn.scan`` and
-lets JAX differentiate the loop. For the LSTM whose recurrent normalizers are LN or
-the identity (the variants ``none``, ``ln``, ``ln_cell`` and ``wn``) it calls
-:func:`lstm_recurrence` instead, which computes the same thing faster on CPU:
+lets JAX differentiate the loop. For the LSTM whose recurrent normalizers are LN,
+RMSNorm or the identity (the variants ``none``, ``ln``, ``ln_cell``, ``rms``,
+``prms``, ``rms_cell``, ``prms_cell`` and ``wn``) it calls :func:`lstm_recurrence`
+instead, which computes the same thing faster on CPU (the GRU's counterpart is
+:mod:`lnorm.rnn.fused_gru`):
 
 * **Weight gradients after the loop.** Autodiff of a scan adds ``h_tᵀ dz_t`` into
   dW_h at every step: a matmul with K = batch (32) plus an add of a whole [H, 4H]
   array, 100 times. Here the backward loop only emits dz_t, and dW_h is one
-  ``[H, T·B] @ [T·B, 4H]`` matmul afterwards. The LN gains and biases likewise get
-  one reduction over all steps instead of one per step.
+  ``[H, T·B] @ [T·B, 4H]`` matmul afterwards. The bias and the norms' gains and
+  biases are summed over the batch at every step instead, on rows in cache: a sum
+  over all steps afterwards read two ``[T, B, F]`` arrays from memory again.
 * **One gate per read.** XLA:CPU runs an elementwise fusion several times slower per
   element when it slices the gates out of a ``[B, 4H]`` row that it also indexes by
   the loop counter (``xs[t]`` then ``split``). Each step therefore reads every gate
   with its own ``dynamic_slice`` of the ``[T, B, 4H]`` arrays, which XLA fuses well.
-* **The input LN inside the loop.** Each step normalizes its row of ``W_x x`` while
-  the row is in cache; the backward pass recomputes the normalized values from
-  ``W_x x`` and the saved statistics. The two recurrent LNs keep their normalized
-  values and 1/std, so each LN's backward pass has two row reductions.
+* **The input norm inside the loop.** Each step normalizes its row of ``W_x x``
+  while the row is in cache; the backward pass recomputes the normalized values from
+  ``W_x x`` and the saved statistics. The two recurrent norms keep their normalized
+  values and 1/std, so each LN's backward pass has two row reductions (an RMSNorm's
+  one, and no mean to subtract).
 
-The equations are those of :class:`lnorm.rnn.LSTMCell` (REFERENCE.md sec. 4):
+The equations are those of :class:`lnorm.rnn.LSTMCell` (docs/experiments.md sec. 4):
 ``(f, i, o, g) = N_h(W_h h) + gates_x + b``, ``c = σ(f) c_prev + σ(i) tanh(g)``,
 ``h = σ(o) tanh(N_c(c))``, where ``gates_x`` holds ``N_x(W_x x)``. The bias is added
 inside the loop, where it costs nothing, rather than in a pass over ``[T, B, 4H]``.
@@ -42,15 +46,18 @@ from lnorm.normalization import functional as F
 
 @flax.struct.dataclass
 class RowNorm:
-  """LN over the last axis: ``(x - mean) / sqrt(var + eps) * scale + bias``."""
+  """LN or RMSNorm over the last axis: ``xhat * scale + bias``, where ``xhat`` is
+  ``(x - mean) / sqrt(var + eps)`` (LN) or ``x / sqrt(mean(x^2) + eps)`` (RMSNorm,
+  the mean square over the first ``stats.size`` entries for pRMSNorm)."""
 
   scale: jax.Array  # [F]
-  bias: jax.Array  # [F]
+  bias: jax.Array | None  # [F]; None: no bias
   eps: float = flax.struct.field(pytree_node=False, default=1e-5)
+  stats: F.RowStatistics = flax.struct.field(pytree_node=False, default=F.LN_ROWS)
 
 
 class LSTMRecurrenceParams(NamedTuple):
-  """What the recurrence differentiates: W_h, b and the three LNs (None: none)."""
+  """What the recurrence differentiates: W_h, b and the three norms (None: none)."""
 
   hidden_kernel: jax.Array  # [H, 4H]
   gate_bias: jax.Array  # [4H], b: added to every step's gates
@@ -84,27 +91,62 @@ def lstm_recurrence(params: LSTMRecurrenceParams, gates_x: jax.Array, carry, *,
 
 
 def _gate(a: jax.Array, t, k: int, width: int) -> jax.Array:
-  """Gate k of step t of ``a [T, B, 4H]``, as ``[B, H]``, read by its own slice."""
+  """Gate k of step t of ``a [T, B, kH]``, as ``[B, H]``, read by its own slice."""
+  return _columns(a, t, k * width, width)
+
+
+def _columns(a: jax.Array, t, start: int, width: int) -> jax.Array:
+  """Columns ``start:start + width`` of step t of ``a [T, B, F]``, as ``[B, width]``."""
   # One dynamic_slice for both indices: a static slice of ``a[t]`` is the slow form.
-  start = (t, jnp.zeros_like(t), jnp.asarray(k * width, t.dtype))
-  return jax.lax.dynamic_slice(a, start, (1, a.shape[1], width))[0]
+  index = (t, jnp.zeros_like(t), jnp.asarray(start, t.dtype))
+  return jax.lax.dynamic_slice(a, index, (1, a.shape[1], width))[0]
 
 
 def _row_norm_forward(x, norm: RowNorm):
-  """(output, normalized x, 1/std), statistics in float32 with two passes."""
-  mean, rstd = F.row_statistics(x, norm.eps)
-  xhat = (x - mean) * rstd
-  return xhat * norm.scale[None] + norm.bias[None], xhat, rstd
+  """(output, normalized x, 1/std), statistics in float32 (LN's with two passes)."""
+  mean, rstd = F.row_statistics(x, norm.eps, norm.stats)
+  xhat = F.normalize_rows(x, mean, rstd)
+  return _scale_and_shift(xhat, norm), xhat, rstd
 
 
-def _sum_over_steps(a):
-  """``a [T, B, F]`` summed over steps and examples: ``[F]``."""
-  return jnp.sum(a, axis=(0, 1))
+def _scale_and_shift(xhat, norm: RowNorm):
+  y = xhat * norm.scale[None]
+  return y if norm.bias is None else y + norm.bias[None]
 
 
-def _gain_and_bias_gradients(dy, xhat, eps) -> RowNorm:
-  """The gradients of an LN's gain and bias, summed over all steps and examples."""
-  return RowNorm(_sum_over_steps(dy * xhat), _sum_over_steps(dy), eps)
+def _row_norm_input_gradient(dy, xhat, rstd, norm: RowNorm):
+  return F.row_norm_input_gradient(dy, xhat, rstd, norm.scale, norm.stats)
+
+
+def contract_steps_and_batch(a, b):
+  """``sum over t, b of a[t, b]ᵀ b[t, b]``: ``[T, B, I] x [T, B, F] -> [I, F]``, the
+  weight gradient of a matrix applied at every step.
+
+  On CPU as one matmul over merged rows: XLA:CPU ran the ``dot_general`` over two
+  contracting axes 15-30% slower (34 against 49 ms for the GRU's [400, 3200] x
+  [3200, 1200], docs/performance.md). Other backends keep the two axes, so that a
+  batch axis sharded over devices stays where it is (see lnorm.normalization.Dense).
+  """
+  if jax.default_backend() == "cpu":
+    return jnp.dot(a.reshape(-1, a.shape[-1]).T, b.reshape(-1, b.shape[-1]),
+                   preferred_element_type=jnp.float32)
+  return jax.lax.dot_general(a, b, (((0, 1), (0, 1)), ((), ())),
+                             preferred_element_type=jnp.float32)
+
+
+def zero_gradients(norm: RowNorm | None) -> RowNorm | None:
+  """Zero gain and bias gradients of ``norm`` (None: none), to accumulate step by step."""
+  return None if norm is None else jax.tree.map(jnp.zeros_like, norm)
+
+
+def add_step_gradients(sums: RowNorm | None, dy, xhat) -> RowNorm | None:
+  """``sums`` plus one step's gain and bias gradients, summed over the batch: on
+  rows that are in cache, where a sum over all steps afterwards reads two
+  ``[T, B, F]`` arrays from memory again."""
+  if sums is None:
+    return None
+  d_bias = None if sums.bias is None else sums.bias + jnp.sum(dy, axis=0)
+  return sums.replace(scale=sums.scale + jnp.sum(dy * xhat, axis=0), bias=d_bias)
 
 
 def _select(mask_t, new, old):
@@ -112,12 +154,13 @@ def _select(mask_t, new, old):
 
 
 def _split_params(params: LSTMRecurrenceParams):
-  """Per gate (f, i, o, g): the bias plus the input LN's bias, and the LN's gain."""
+  """Per gate (f, i, o, g): the bias plus the input norm's bias, and its gain."""
   per_gate = lambda v: [part[None] for part in jnp.split(v, 4)]
-  if params.input_norm is None:
+  norm = params.input_norm
+  if norm is None:
     return per_gate(params.gate_bias), None
-  return (per_gate(params.gate_bias + params.input_norm.bias),
-          per_gate(params.input_norm.scale))
+  bias = params.gate_bias if norm.bias is None else params.gate_bias + norm.bias
+  return per_gate(bias), per_gate(norm.scale)
 
 
 def _forward(unroll: int, params: LSTMRecurrenceParams, gates_x, carry, step_mask,
@@ -141,10 +184,14 @@ def _forward(unroll: int, params: LSTMRecurrenceParams, gates_x, carry, step_mas
     z_gates = jnp.split(z, 4, axis=-1)
     x_gates = [_gate(gates_x, t, k, width) for k in range(4)]
     if params.input_norm is not None:
-      # The statistics of the whole row; the normalization gate by gate.
-      x_mean, x_rstd = F.row_statistics(gates_x[t], params.input_norm.eps)
-      saved.update(x_mean=x_mean, x_rstd=x_rstd)
-      x_gates = [(x - x_mean) * (x_rstd * gain) for x, gain in zip(x_gates, input_gain)]
+      # The statistics of the whole row (of its head for pRMSNorm); the normalization
+      # gate by gate.
+      x_mean, x_rstd = _input_statistics(gates_x, t, params.input_norm, width)
+      saved.update(x_rstd=x_rstd)
+      if x_mean is not None:
+        saved.update(x_mean=x_mean)
+      x_gates = [F.normalize_rows(x, x_mean, x_rstd * gain)
+                 for x, gain in zip(x_gates, input_gain)]
     pre = [z_gates[k] + x_gates[k] + bias[k] for k in range(4)]
     f, i, o = (jax.nn.sigmoid(a) for a in pre[:3])
     g = jnp.tanh(pre[3])
@@ -164,9 +211,18 @@ def _forward(unroll: int, params: LSTMRecurrenceParams, gates_x, carry, step_mas
   return final, saved
 
 
+def _input_statistics(gates_x, t, norm: RowNorm, width: int):
+  """The input norm's statistics of step t's row of ``gates_x``; pRMSNorm reads only
+  the row's head, as one slice when it lies within the first gate."""
+  size = norm.stats.size
+  if size is not None and size <= width:
+    return F.row_statistics(_columns(gates_x, t, 0, size), norm.eps, F.rms_rows())
+  return F.row_statistics(gates_x[t], norm.eps, norm.stats)
+
+
 def _input_xhat(gates_x, saved):
-  """The input LN's normalized values, recomputed rather than stored."""
-  return (gates_x - saved["x_mean"]) * saved["x_rstd"]
+  """The input norm's normalized values, recomputed rather than stored."""
+  return F.normalize_rows(gates_x, saved.get("x_mean"), saved["x_rstd"])
 
 
 def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, h0, step_mask,
@@ -176,7 +232,7 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, h0, step_mask,
   acts = saved["acts"]
 
   def step(carry, t):
-    dc, dh = carry
+    dc, dh, sums = carry
     dh = dh + d_hs[t]
     mask_t = None if step_mask is None else step_mask[t]
     if mask_t is not None:
@@ -188,24 +244,30 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, h0, step_mask,
     tanh_c = saved["tanh_c"][t]
     d_tanh_in = dh * o * (1.0 - tanh_c * tanh_c)
     out = {}
+    sums = dict(sums)
     if params.cell_norm is not None:
-      out["d_cell_norm"] = d_tanh_in
-      d_tanh_in = F.row_norm_input_gradient(d_tanh_in, saved["chat"][t],
-                                            saved["c_rstd"][t], params.cell_norm.scale)
+      chat = saved["chat"][t]
+      sums["cell_norm"] = add_step_gradients(sums["cell_norm"], d_tanh_in, chat)
+      d_tanh_in = _row_norm_input_gradient(d_tanh_in, chat, saved["c_rstd"][t],
+                                           params.cell_norm)
     dc = dc + d_tanh_in
     da = jnp.concatenate([dc * saved["c_prev"][t] * f * (1.0 - f),
                           dc * g * i * (1.0 - i),
                           dh * tanh_c * o * (1.0 - o),
                           dc * i * (1.0 - g * g)], axis=-1)
     out["d_gates"] = da
+    sums["gate_bias"] = sums["gate_bias"] + jnp.sum(da, axis=0)
     if params.input_norm is not None:
-      x_saved = {k: saved[k][t] for k in ("x_mean", "x_rstd")}
-      out["d_gates_x"] = F.row_norm_input_gradient(
-          da, _input_xhat(gates_x[t], x_saved), x_saved["x_rstd"], params.input_norm.scale)
+      x_saved = {k: saved[k][t] for k in ("x_mean", "x_rstd") if k in saved}
+      xhat = _input_xhat(gates_x[t], x_saved)
+      sums["input_norm"] = add_step_gradients(sums["input_norm"], da, xhat)
+      out["d_gates_x"] = _row_norm_input_gradient(da, xhat, x_saved["x_rstd"],
+                                                  params.input_norm)
     dz = da
     if params.hidden_norm is not None:
-      dz = F.row_norm_input_gradient(da, saved["zhat"][t], saved["z_rstd"][t],
-                                     params.hidden_norm.scale)
+      zhat = saved["zhat"][t]
+      sums["hidden_norm"] = add_step_gradients(sums["hidden_norm"], da, zhat)
+      dz = _row_norm_input_gradient(da, zhat, saved["z_rstd"][t], params.hidden_norm)
       out["dz"] = dz
     dh_prev = jnp.dot(dz, w_t, preferred_element_type=jnp.float32)
     if recurrent_mask is not None:
@@ -213,32 +275,26 @@ def _backward(unroll: int, params: LSTMRecurrenceParams, gates_x, h0, step_mask,
     dc_prev = dc * f
     if mask_t is not None:
       dc_prev, dh_prev = dc_prev + dc_through, dh_prev + dh_through
-    return (dc_prev, dh_prev), out
+    return (dc_prev, dh_prev, sums), out
 
+  # The bias and the norms' gains and biases: summed over the batch at every step.
+  sums = {name: zero_gradients(getattr(params, name))
+          for name in ("input_norm", "hidden_norm", "cell_norm")}
+  sums["gate_bias"] = jnp.zeros_like(params.gate_bias)
   steps = jnp.arange(acts.shape[0])
-  d_carry0, out = jax.lax.scan(step, d_final, steps, reverse=True, unroll=unroll)
+  (*d_carry0, sums), out = jax.lax.scan(step, (*d_final, sums), steps, reverse=True,
+                                        unroll=unroll)
   d_gates = out["d_gates"]
 
-  # The parameter gradients, each one contraction over all steps and examples (over
-  # both axes, not over merged rows, so that a batch axis sharded over devices stays
-  # where it is).
+  # The parameter gradients, each one contraction over all steps and examples.
   # What W_h multiplied at each step: the state before it (a padded step's output is
   # its predecessor's), with the sequence's recurrent dropout.
   h_in = jnp.concatenate([h0[None], saved["h"][:-1]], axis=0)
   if recurrent_mask is not None:
     h_in = h_in * recurrent_mask[None]
-  d_kernel = jax.lax.dot_general(h_in, out.get("dz", d_gates),
-                                 (((0, 1), (0, 1)), ((), ())),
-                                 preferred_element_type=jnp.float32)
-  d_norms = {}
-  for name, xhat, dy in (
-      ("input_norm", lambda: _input_xhat(gates_x, saved), d_gates),
-      ("hidden_norm", lambda: saved["zhat"], d_gates),
-      ("cell_norm", lambda: saved["chat"], out.get("d_cell_norm"))):
-    norm = getattr(params, name)
-    d_norms[name] = None if norm is None else _gain_and_bias_gradients(dy, xhat(), norm.eps)
-  d_params = LSTMRecurrenceParams(d_kernel, _sum_over_steps(d_gates), **d_norms)
-  return d_params, out.get("d_gates_x", d_gates), d_carry0
+  d_kernel = contract_steps_and_batch(h_in, out.get("dz", d_gates))
+  d_params = LSTMRecurrenceParams(d_kernel, **sums)
+  return d_params, out.get("d_gates_x", d_gates), tuple(d_carry0)
 
 
 # --- The custom VJP -------------------------------------------------------------------
@@ -252,7 +308,7 @@ def _recurrence(unroll, params, gates_x, carry, step_mask, recurrent_mask):
 
 def _recurrence_fwd(unroll, params, gates_x, carry, step_mask, recurrent_mask):
   final, saved = _forward(unroll, params, gates_x, carry, step_mask, recurrent_mask)
-  # gates_x only for the input LN, whose normalized values are recomputed from it.
+  # gates_x only for the input norm, whose normalized values are recomputed from it.
   kept_gates_x = gates_x if params.input_norm is not None else None
   residuals = (params, kept_gates_x, carry[1], step_mask, recurrent_mask, saved)
   return (final, saved["h"]), residuals

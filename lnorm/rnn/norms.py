@@ -4,15 +4,16 @@ A recurrent cell normalizes three things: the input projection W_x x (all time s
 at once, outside the recurrence, ``x`` time-major ``[T, B, F]`` with ``step`` of
 shape ``[T]``), the recurrent projection W_h h and the cell state c (one step inside
 the recurrence, ``x`` of shape ``[B, F]`` with a scalar ``step``). Only recurrent BN
-looks at ``step``; LN and the identity ignore it. The arithmetic is the pure
+looks at ``step``; LN, RMSNorm and the identity ignore it. The arithmetic is the pure
 functions of :mod:`lnorm.normalization.functional`.
 
 ``mask`` (``[B]`` or ``[T, B]``, true for real steps) keeps padded steps out of BN's
-batch statistics; LN's statistics are per example and need no mask.
+batch statistics; LN's and RMSNorm's statistics are per example and need no mask.
 
-``fusable`` says whether the fused LSTM recurrence (:mod:`lnorm.rnn.fused`) can run
-the normalizer; if so, ``row_norm()`` gives its parameters in that recurrence's
-terms (None for the identity). Recurrent BN, with its per-step statistics, cannot.
+``fusable`` says whether the fused recurrences (:mod:`lnorm.rnn.fused`,
+:mod:`lnorm.rnn.fused_gru`) can run the normalizer; if so, ``row_norm()`` gives its
+parameters in their terms (None for the identity). Recurrent BN, with its per-step
+statistics, cannot.
 """
 
 from __future__ import annotations
@@ -64,11 +65,49 @@ class StepLayerNorm(nn.Module):
     return F.layer_norm(x, scale, bias, axes=-1, eps=self.eps)
 
   def row_norm(self) -> RowNorm:
-    """The gain, bias and eps (after initialisation); no bias is a zero bias."""
-    scale = jnp.asarray(self.get_variable("params", "scale"))
-    bias = (jnp.asarray(self.get_variable("params", "bias")) if self.use_bias
-            else jnp.zeros_like(scale))
-    return RowNorm(scale, bias, self.eps)
+    """The gain, bias and eps (after initialisation)."""
+    return RowNorm(*_gain_and_bias(self), self.eps)
+
+
+class StepRMSNorm(nn.Module):
+  """RMSNorm over the last axis (Zhang & Sennrich 2019): ``g * x / sqrt(mean(x^2) +
+  eps)``, over all gates concatenated like :class:`StepLayerNorm`. ``partial < 1`` is
+  pRMSNorm, the mean square from the first ``partial`` of the entries.
+
+  No bias by default, as in the authors' RMS-LSTM and RMS-GRU: the cell's own biases
+  shift the gates, and RMSNorm does not re-centre. Same computation at every step
+  and at train and test.
+  """
+
+  eps: float = 1e-5
+  partial: float = 1.0
+  scale_init: Initializer = nn.initializers.ones
+  bias_init: Initializer = nn.initializers.zeros
+  use_bias: bool = False
+
+  fusable = True
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
+    del train, step, mask
+    features = x.shape[-1]
+    scale = self.param("scale", self.scale_init, (features,), jnp.float32)
+    bias = (self.param("bias", self.bias_init, (features,), jnp.float32)
+            if self.use_bias else None)
+    return F.rms_norm(x, scale, bias, axes=-1, eps=self.eps, partial=self.partial)
+
+  def row_norm(self) -> RowNorm:
+    """The gain, bias (None without), eps and the entries its statistic reads."""
+    scale, bias = _gain_and_bias(self)
+    size = None if self.partial == 1.0 else F.partial_size(scale.shape[-1], self.partial)
+    return RowNorm(scale, bias, self.eps, F.rms_rows(size))
+
+
+def _gain_and_bias(norm: nn.Module):
+  """A row norm's gain and bias (None without) after initialisation."""
+  scale = jnp.asarray(norm.get_variable("params", "scale"))
+  bias = jnp.asarray(norm.get_variable("params", "bias")) if norm.use_bias else None
+  return scale, bias
 
 
 class StepBatchNorm(nn.Module):

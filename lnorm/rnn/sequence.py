@@ -3,8 +3,9 @@
 :class:`RecurrentLayer` takes batch-major ``x [B, T, I]`` and ``lengths [B]`` and
 works time-major inside. Per layer and direction it calls the cell's ``project``
 once for all time steps (one matmul outside the recurrence) and scans only the
-recurrent half: through the cell's own ``fused_scan`` when it has one (the LSTM
-without recurrent BN, :mod:`lnorm.rnn.fused`), else ``__call__`` under ``nn.scan``.
+recurrent half: through the cell's own ``fused_scan`` when it has one (the LSTM and
+the GRU without recurrent BN, :mod:`lnorm.rnn.fused` and :mod:`lnorm.rnn.fused_gru`),
+else ``__call__`` under ``nn.scan``.
 Padded steps keep the previous state, so the scan's final carry is the state at
 each sequence's true length; padded outputs are zero. A cell with
 ``dropout``/``recurrent_dropout`` gets its two masks drawn once per sequence, here,
@@ -90,10 +91,10 @@ class RecurrentLayer(nn.Module):
       the inputs and states is the cell's (``make_lstm_cell(..., dropout=,
       recurrent_dropout=)``).
     unroll: time steps per scan iteration (``lax.scan(unroll=...)``).
-    fused: run a cell that offers it (``cell.fusable``: the LSTM with LN or no
-      recurrent normalizer) through its ``fused_scan``, whose hand-written backward
-      pass is faster than differentiating ``nn.scan``. False always scans
-      ``__call__``; both give the same values and gradients.
+    fused: run a cell that offers it (``cell.fusable``: the LSTM and the GRU with
+      LN, RMSNorm or no recurrent normalizer) through its ``fused_scan``, whose
+      hand-written backward pass is faster than differentiating ``nn.scan``. False
+      always scans ``__call__``; both give the same values and gradients.
   """
 
   cell: Callable[..., nn.RNNCellBase]

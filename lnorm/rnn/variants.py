@@ -1,8 +1,15 @@
 """The ``norm`` switch of the recurrent cells: variant name -> :class:`CellNorms`.
 
 LSTM: ``none``, ``ln`` (the LN paper's LN-LSTM), ``ln_cell`` (DRAW: LN on c only),
-``bn`` (recurrent BN, Cooijmans et al. 2016), ``wn`` (weight-normalized W_h, W_x).
-GRU: ``none``, ``ln`` (LN-GRU, LN paper eq. 26-28), ``wn``.
+``bn`` (recurrent BN, Cooijmans et al. 2016), ``wn`` (weight-normalized W_h, W_x),
+and RMSNorm where LN goes: ``rms`` and ``prms`` (pRMSNorm) in the places of ``ln``,
+``rms_cell`` and ``prms_cell`` in the place of ``ln_cell``.
+GRU: ``none``, ``ln`` (LN-GRU, LN paper eq. 26-28), ``wn``, ``rms``, ``prms``.
+
+The RMS variants follow the RMSNorm authors' RMS-LSTM and RMS-GRU: each RMSNorm has
+a gain and no bias. The LSTM adds its gate bias b after the norms, as in every
+variant; the GRU's input projection keeps its biases (b, b_x), which the input
+RMSNorms then normalize with W_x x.
 """
 
 from __future__ import annotations
@@ -15,12 +22,22 @@ import flax.linen as nn
 from lnorm.models.initializers import recurrent_initializer
 from lnorm.normalization import Dense, WeightNormDense
 from lnorm.rnn.cells import CellNorms, CellFactory, GRUCell, LSTMCell, bind_norms
-from lnorm.rnn.norms import StepBatchNorm, StepIdentity, StepLayerNorm
+from lnorm.rnn.norms import StepBatchNorm, StepIdentity, StepLayerNorm, StepRMSNorm
 
 
 def _ln(o) -> Callable[..., nn.Module]:
   return functools.partial(StepLayerNorm, eps=o["ln_eps"],
                            scale_init=nn.initializers.constant(o["ln_scale_init"]))
+
+
+def _rms(o) -> Callable[..., nn.Module]:
+  return functools.partial(StepRMSNorm, eps=o["rms_eps"],
+                           scale_init=nn.initializers.constant(o["rms_scale_init"]))
+
+
+def _prms(o) -> Callable[..., nn.Module]:
+  return functools.partial(StepRMSNorm, eps=o["prms_eps"], partial=o["prms_p"],
+                           scale_init=nn.initializers.constant(o["prms_scale_init"]))
 
 
 def _bn(o, use_bias: bool) -> Callable[..., nn.Module]:
@@ -38,6 +55,11 @@ def _wn_dense(o):
 DEFAULT_OPTIONS: dict[str, Any] = {
     "ln_scale_init": 1.0,   # the attentive reader compares 1.0 with 0.1
     "ln_eps": 1e-5,         # the reference code's eps, inside the sqrt
+    "rms_scale_init": 1.0,
+    "rms_eps": 1e-5,        # the RMSNorm authors' eps in their RNNs, inside the sqrt
+    "prms_scale_init": 1.0,
+    "prms_eps": 1e-5,
+    "prms_p": 0.0625,       # pRMSNorm's share of the entries (the paper's 6.25%)
     "bn_scale_init": 0.1,   # Cooijmans et al.
     "bn_eps": 1e-5,
     "bn_momentum": 0.99,
@@ -57,13 +79,16 @@ LSTM_VARIANTS: dict[str, Callable[[dict], CellNorms]] = {
                               _bn(o, True)),
     "wn": lambda o: CellNorms("wn", _wn_dense(o), StepIdentity, StepIdentity,
                               StepIdentity),
+    "rms": lambda o: CellNorms("rms", Dense, _rms(o), _rms(o), _rms(o)),
+    "prms": lambda o: CellNorms("prms", Dense, _prms(o), _prms(o), _prms(o)),
+    "rms_cell": lambda o: CellNorms("rms_cell", Dense, StepIdentity, StepIdentity,
+                                    _rms(o)),
+    "prms_cell": lambda o: CellNorms("prms_cell", Dense, StepIdentity, StepIdentity,
+                                     _prms(o)),
 }
 
 GRU_VARIANTS: dict[str, Callable[[dict], CellNorms]] = {
-    "none": LSTM_VARIANTS["none"],
-    "ln": LSTM_VARIANTS["ln"],
-    "wn": LSTM_VARIANTS["wn"],
-}
+    name: LSTM_VARIANTS[name] for name in ("none", "ln", "wn", "rms", "prms")}
 
 
 def _norms(kind: str, table, variant: str, options: dict) -> CellNorms:
@@ -100,13 +125,28 @@ def make_gru_cell(variant: str = "none", **options) -> CellFactory:
                     **cell_opts)
 
 
+#: DEFAULT_OPTIONS key -> (config block of ``norm_options``, field): where
+#: ``cell_options`` finds each normalizer option of the cells.
+_CONFIG_FIELDS = {
+    "ln_eps": ("ln", "eps"), "ln_scale_init": ("ln", "scale_init"),
+    "rms_eps": ("rms", "eps"), "rms_scale_init": ("rms", "scale_init"),
+    "prms_eps": ("prms", "eps"), "prms_scale_init": ("prms", "scale_init"),
+    "prms_p": ("prms", "p"),
+}
+
+
 def cell_options(config) -> dict[str, Any]:
   """The cell options an experiment's config sets for every recurrent variant: the
-  normalizers' options (``norm_options``) and how the recurrent matrix starts
-  (``recurrent_init``, one of ``lnorm.models.initializers.RECURRENT_INITS``). Pass
-  them to ``make_lstm_cell``/``make_gru_cell`` beside the experiment's own options."""
-  ln = config.norm_options.ln
-  options = {"ln_eps": ln.eps, "ln_scale_init": ln.scale_init}
+  normalizers' options (``norm_options.ln``, ``.rms``, ``.prms``) and how the
+  recurrent matrix starts (``recurrent_init``, one of
+  ``lnorm.models.initializers.RECURRENT_INITS``). Pass them to
+  ``make_lstm_cell``/``make_gru_cell`` beside the experiment's own options. A block
+  or field the config lacks (a run saved before it existed) keeps its default."""
+  options = {}
+  for key, (block, field) in _CONFIG_FIELDS.items():
+    value = (config.norm_options.get(block) or {}).get(field)
+    if value is not None:
+      options[key] = value
   if config.get("recurrent_init") is not None:
     options["recurrent_kernel_init"] = recurrent_initializer(config.recurrent_init)
   return options

@@ -140,6 +140,10 @@ def norm_options() -> ml_collections.ConfigDict:
   """Per-normalizer options; a model reads the block of the chosen norm."""
   o = ml_collections.ConfigDict()
   o.ln = ml_collections.ConfigDict({"eps": 1e-5, "scale_init": 1.0})
+  # RMSNorm (Zhang & Sennrich 2019): eps inside the sqrt, as LN's.
+  o.rms = ml_collections.ConfigDict({"eps": 1e-5, "scale_init": 1.0})
+  # pRMSNorm: the RMS from the first p of the summed inputs (the paper's 6.25%).
+  o.prms = ml_collections.ConfigDict({"eps": 1e-5, "scale_init": 1.0, "p": 0.0625})
   o.bn = ml_collections.ConfigDict(
       {"eps": 1e-5, "momentum": 0.99, "unbiased": False, "scale_init": 1.0})
   o.wn = ml_collections.ConfigDict({"data_init": True})

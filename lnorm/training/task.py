@@ -18,6 +18,7 @@ import ml_collections
 
 from lnorm.data.core import Dataset
 from lnorm.errors import ConfigError
+from lnorm.normalization import NORMS
 
 Batch = Mapping[str, jax.Array]
 
@@ -47,7 +48,7 @@ class Task:
   """
 
   #: Normalizers this experiment supports (checked before any data is loaded).
-  norms: tuple[str, ...] = ("none", "ln", "bn", "wn", "bln")
+  norms: tuple[str, ...] = tuple(NORMS)
   #: Names of the random streams the model draws from in training (e.g. dropout).
   rng_streams: tuple[str, ...] = ()
   #: The padded variable-length feature and the feature holding its real lengths,
