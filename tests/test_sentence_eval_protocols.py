@@ -219,3 +219,12 @@ def test_kiros_features_are_l2_normalised():
   kiros = lambda f: _as_tuples(se.nested_cross_validation(f, y, folds=3, inner_folds=3,
                                                           protocol_name="kiros"))
   assert kiros(scaled) == kiros(x)
+
+
+def test_a_fit_stopped_short_is_reported(monkeypatch, caplog):
+  x, y = _classes(seed=7)
+  fit = linear_models.fit
+  monkeypatch.setattr(linear_models, "fit",
+                      lambda *a, **k: fit(*a, **{**k, "max_iterations": 1}))
+  se.nested_cross_validation(x, y, folds=2, inner_folds=2)
+  assert "logistic regressions stopped at a relative gradient" in caplog.text

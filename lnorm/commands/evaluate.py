@@ -12,6 +12,8 @@ untrained encoder or the mean word embedding instead, into
 ``evaluation_<encoder>.json`` and as ``eval_<encoder>/...`` beside them.
 ``--protocol kiros`` (the skip-thoughts authors' own scripts) writes
 ``evaluation[_<encoder>]_kiros.json`` and ``eval[_<encoder>]/kiros_<task>_<metric>``.
+Each task logs its stages and outer folds with the elapsed time; all six tasks take
+about 2 minutes on one CPU core with 512-d vectors, sentence encoding included.
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "L2-normalised vectors, C in 2^0..2^8 by their folds, liblinear's "
                       "penalised intercept, EOS appended for SICK only and SICK's "
                       "regression trained by Adam and stopped early on the trial set. "
-                      "Their vocabulary expansion through word2vec vectors is not "
-                      "reproduced: words outside the encoder's vocabulary are its OOV token.")
+                      "Their vocabulary expansion (a linear map from the GoogleNews "
+                      "word2vec vectors into the encoder's word space) is not reproduced: "
+                      "it needs those vectors; words outside the encoder's vocabulary are "
+                      "its OOV token.")
   parser.add_argument("--encoder", default="trained",
                       help="trained (default), random (same architecture, untrained) or "
                       "bow (mean of the trained word embeddings).")
