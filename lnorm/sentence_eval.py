@@ -1,38 +1,72 @@
-"""Linear evaluations of fixed sentence vectors, in the protocols skip-thoughts and
-SentEval publish (Kiros et al. 2015; Conneau & Kiela 2018), with scikit-learn's
-logistic regression.
+"""Linear evaluations of fixed sentence vectors, in two published protocols:
+SentEval's (Conneau & Kiela 2018; the default) and the one of the skip-thoughts
+authors' own ``eval_*.py`` scripts (Kiros et al. 2015, ``protocol="kiros"``).
+
+``senteval`` (SentEval's scikit-learn settings):
 
 * MR, CR, SUBJ, MPQA (:func:`cross_validated_accuracy`): 10-fold cross-validation;
   in each fold the L2 strength C in {2^-2, ..., 2^3} is chosen by an inner 10-fold
   cross-validation on the training folds, then the classifier is refit on all of
-  them; the result is the mean test-fold accuracy, in percent. SentEval's
-  ``InnerKFoldClassifier`` with its scikit-learn settings, stratified folds with
-  seed 1111.
+  them; the result is the mean test-fold accuracy, in percent. Folds are stratified
+  and shuffled with seed 1111, outer and inner; the classifier is scikit-learn's
+  ``LogisticRegression`` (L2 penalty, unpenalised intercept, multinomial for more
+  than two classes).
 * TREC (:func:`train_test_accuracy`): C chosen by the same inner cross-validation on
   the training file, refit on all of it, accuracy on the test file.
 * SICK relatedness (:func:`relatedness`): features ``[|u - v|, u * v]``; the target
   score y in [1, 5] becomes Tai et al.'s (2015) distribution over the classes
   1..5 (p_floor(y) = floor(y) - y + 1, p_floor(y)+1 = y - floor(y)); a multinomial
-  logistic regression fits those soft targets (cross-entropy with soft targets is a
-  weighted cross-entropy over each pair written once per class it has mass on);
-  the prediction is the expected class. Kiros et al. stopped training early on the
-  trial set's Pearson r; here the trial set chooses the L2 strength instead, the
-  same role (how far the fit goes) with a deterministic solver. Pearson r, Spearman
-  rho and MSE on the test pairs.
+  logistic regression fits those soft targets; the prediction is the expected
+  class. The trial set chooses the L2 strength from {2^-4, ..., 2^6} (SentEval
+  stops an Adam-trained regression early on it instead: the same role, with a
+  deterministic solver). Pearson r, Spearman rho and MSE on the test pairs.
+* Sentences are encoded as in training, each followed by EOS.
+
+``kiros`` (``eval_classification.py``, ``eval_trec.py``, ``eval_sick.py`` and
+``tools.encode`` of ryankiros/skip-thoughts):
+
+* Sentence vectors are L2-normalised; EOS is appended for SICK only.
+* MR, CR, SUBJ, MPQA: the sentences (the first file of theirs first: positive, or
+  for SUBJ the objective plot summaries) are shuffled with NumPy seed 1234, then
+  split into 10 contiguous folds; C in {2^0, ..., 2^8} is chosen in each by an inner
+  10-fold split, contiguous too. TREC: the training file shuffled (seed 1234), C by
+  10 contiguous folds, then the test file.
+* The classifier is the scikit-learn of 2015's default, liblinear: the intercept is
+  the weight of a constant feature 1 and is penalised like the others; TREC's 6
+  classes are one-vs-rest.
+* SICK: the training pairs are shuffled (seed 1234); a softmax regression on the
+  soft targets is trained by Adam (Keras's defaults then: lr 1e-3, batch 128, the
+  pairs in order) in rounds of 100 epochs; after each round the trial set's
+  Pearson r decides: training stops at the first round that does not improve it and
+  the best round's model is kept.
+* Not reproduced: their vocabulary expansion (words outside the encoder's
+  vocabulary mapped in through a linear map from word2vec vectors), which needs the
+  GoogleNews word2vec vectors; here such words are the encoder's OOV token. MSRP
+  (``eval_msrp.py``) is not among the tasks: its data is not in the benchmark files.
+
+Both protocols' logistic regressions are solved by :mod:`lnorm.linear_models`: all
+inner folds and C values of one outer fold, with the refits for every C, in one
+batched solve. They reach scikit-learn's minimiser (to 1e-6 of the largest possible
+gradient, 100 times tighter than scikit-learn's default), so they choose the same C
+and score the same accuracies (tests/test_sentence_eval_protocols.py checks that
+against scikit-learn). scikit-learn's own solver, stopped at a few hundred
+iterations as the protocols' code stops it, can end short of that minimiser; then
+a prediction on the boundary may differ, by one sentence in a fold.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
-import warnings
 from typing import Callable, Sequence
 
 import numpy as np
 from scipy import stats
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.utils import shuffle as sklearn_shuffle
 
+from lnorm import linear_models
 from lnorm.data import senteval
 from lnorm.errors import UserError
 
@@ -41,47 +75,207 @@ CLASSIFIER_C = tuple(2.0 ** t for t in range(-2, 4))
 #: The L2 strengths the SICK trial set chooses from.
 RELATEDNESS_C = tuple(2.0 ** t for t in range(-4, 7))
 SEED = 1111  # SentEval's fold seed.
-MAX_ITER = 500
+#: Kiros et al.'s grid of C (``scan`` in eval_classification.py and eval_trec.py).
+KIROS_C = tuple(2.0 ** t for t in range(0, 9))
+KIROS_SEED = 1234
+#: Keras's defaults in 2015 and eval_sick.py's rounds.
+KIROS_SICK_ADAM = {"learning_rate": 1e-3, "batch_size": 128, "epochs_per_round": 100}
+KIROS_SICK_MAX_ROUNDS = 100
+#: The label of the file eval_classification.py's loaders read first (1: the
+#: positive file; SUBJ's is the objective ``plot`` file, label 0 here).
+KIROS_FIRST_CLASS = {"subj": 0}
+
+Log = Callable[[str], None]
 
 
-def _fit(x, y, c: float, seed: int, sample_weight=None) -> LogisticRegression:
-  clf = LogisticRegression(C=c, max_iter=MAX_ITER, random_state=seed)
-  with warnings.catch_warnings():
-    # Like SentEval, take the solver's iterate when it stops short of convergence.
-    warnings.simplefilter("ignore", ConvergenceWarning)
-    clf.fit(x, y, sample_weight=sample_weight)
-  return clf
+def _quiet(_: str) -> None:
+  pass
 
 
-def choose_c(x, y, *, folds: int, seed: int, grid: Sequence[float] = CLASSIFIER_C) -> float:
-  """The C of ``grid`` with the best mean accuracy over ``folds`` stratified folds
-  (ties: the smallest C, i.e. the strongest regularisation)."""
-  splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-  scores = []
-  for c in grid:
-    scores.append(np.mean([_fit(x[tr], y[tr], c, seed).score(x[te], y[te])
-                           for tr, te in splitter.split(x, y)]))
-  return grid[int(np.argmax(scores))]
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+  """What differs between the two published evaluation protocols."""
+  name: str
+  grid: tuple[float, ...]  # C of the classification tasks.
+  normalize: bool  # L2-normalise the sentence vectors.
+  penalize_intercept: bool  # liblinear's intercept, penalised like a weight.
+  multiclass: str  # linear_models loss for TREC: multinomial or one-vs-rest (binary).
+  shuffled_folds: bool  # Stratified, shuffled folds (SentEval) or contiguous ones.
+  seed: int
+
+  def append_eos(self, task: str) -> bool:
+    return self.name == "senteval" or task == "sick"
 
 
-def cross_validated_accuracy(features, labels, *, folds: int = 10, inner_folds: int = 10,
-                             seed: int = SEED, grid: Sequence[float] = CLASSIFIER_C) -> float:
-  """Mean test accuracy (percent) of nested cross-validation, as SentEval."""
-  x, y = np.asarray(features, np.float64), np.asarray(labels)
-  accuracies = []
-  for train, test in StratifiedKFold(n_splits=folds, shuffle=True,
-                                     random_state=seed).split(x, y):
-    c = choose_c(x[train], y[train], folds=inner_folds, seed=seed, grid=grid)
-    accuracies.append(_fit(x[train], y[train], c, seed).score(x[test], y[test]))
-  return 100.0 * float(np.mean(accuracies))
+PROTOCOLS = {
+    "senteval": Protocol("senteval", CLASSIFIER_C, normalize=False, penalize_intercept=False,
+                         multiclass="multinomial", shuffled_folds=True, seed=SEED),
+    "kiros": Protocol("kiros", KIROS_C, normalize=True, penalize_intercept=True,
+                      multiclass="binary", shuffled_folds=False, seed=KIROS_SEED),
+}
 
 
-def train_test_accuracy(train_x, train_y, test_x, test_y, *, inner_folds: int = 10,
-                        seed: int = SEED, grid: Sequence[float] = CLASSIFIER_C) -> float:
-  """Test accuracy (percent) after choosing C by cross-validation on the training set."""
-  train_x, test_x = np.asarray(train_x, np.float64), np.asarray(test_x, np.float64)
-  c = choose_c(train_x, np.asarray(train_y), folds=inner_folds, seed=seed, grid=grid)
-  return 100.0 * _fit(train_x, train_y, c, seed).score(test_x, np.asarray(test_y))
+def protocol(name: str) -> Protocol:
+  key = name.strip().lower()
+  if key not in PROTOCOLS:
+    raise UserError(f"Unknown evaluation protocol {name!r}; valid: {', '.join(PROTOCOLS)}.")
+  return PROTOCOLS[key]
+
+
+def task_names(tasks: Sequence[str]) -> list[str]:
+  """``tasks`` lower-cased (``SICK`` is ``sick``), or UserError naming the valid ones."""
+  given = [t.strip() for t in tasks if t.strip()]
+  unknown = [t for t in given if t.lower() not in senteval.TASKS]
+  if unknown or not given:
+    raise UserError(f"Unknown evaluation task(s) {', '.join(unknown) or '(none given)'}; "
+                    f"valid (any case): {', '.join(senteval.TASKS)}.")
+  return list(dict.fromkeys(t.lower() for t in given))
+
+
+class _Progress:
+  """Log lines ``<task>: <message> (<elapsed> s)``: what runs, and for how long."""
+
+  def __init__(self, task: str, log: Log):
+    self.task, self.log, self.start = task, log, time.perf_counter()
+
+  def __call__(self, message: str) -> None:
+    self.log(f"{self.task}: {message} ({time.perf_counter() - self.start:.0f} s)")
+
+
+# --- classification -----------------------------------------------------------------------
+
+
+def _splits(proto: Protocol, labels: np.ndarray, folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
+  if proto.shuffled_folds:
+    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=proto.seed)
+    return list(splitter.split(np.zeros(len(labels)), labels))
+  return list(KFold(n_splits=folds).split(labels))
+
+
+def _fit_groups(proto: Protocol, design: linear_models.Design, labels: np.ndarray,
+                num_classes: int, groups: Sequence[np.ndarray], grid) -> np.ndarray:
+  """Predicted classes [n, G, C] of every row, by the classifier trained on each of
+  ``groups`` (row indices) with each C of ``grid``."""
+  weights = np.zeros((len(labels), len(groups)), np.float32)
+  for g, rows in enumerate(groups):
+    weights[rows, g] = 1.0
+  if num_classes == 2:
+    targets, loss = labels[:, None].astype(np.float32), "binary"
+  else:
+    targets, loss = np.eye(num_classes, dtype=np.float32)[labels], proto.multiclass
+  solution = linear_models.fit(design, targets, weights, 1.0 / np.asarray(grid), loss=loss)
+  _warn_unless_converged(solution)
+  logits = solution.logits
+  return (logits[..., 0] > 0).astype(np.int64) if logits.shape[-1] == 1 else logits.argmax(-1)
+
+
+def _warn_unless_converged(solution: linear_models.Solution) -> None:
+  """A warning, not an error: an evaluation inside a training run should not end it,
+  and a fit short of 1e-5 is still closer than scikit-learn's default tolerance."""
+  if not solution.converged.all():
+    logging.warning("%d of %d logistic regressions stopped at a relative gradient of up to "
+                    "%.1e (converged: %.0e) after %d iterations; their scores may differ "
+                    "slightly from the exact minimiser's.", np.sum(~solution.converged),
+                    solution.converged.size, np.max(solution.relative_gradient),
+                    linear_models.ACCEPTABLE, solution.iterations)
+
+
+def _accuracy(predicted: np.ndarray, labels: np.ndarray) -> float:
+  return float(np.mean(predicted == labels))
+
+
+def _choose_c(predicted: np.ndarray, labels: np.ndarray, inner, grid) -> int:
+  """Index of the C with the best mean inner-fold accuracy (the first of equals, as
+  numpy's argmax in both protocols' code); ``predicted`` [n, G, C], fit i trained
+  without ``inner[i][1]``."""
+  scores = [np.mean(np.array([_accuracy(predicted[test, i, c], labels[test])
+                              for i, (_, test) in enumerate(inner)]))
+            for c in range(len(grid))]
+  return int(np.argmax(scores))
+
+
+@dataclasses.dataclass(frozen=True)
+class Fold:
+  """A test split's result: the C the inner cross-validation chose, the accuracy."""
+  c: float
+  accuracy: float  # A fraction.
+
+
+def _search_and_refit(proto, design, labels, num_classes, train, test, inner_folds, grid) -> Fold:
+  """The classifier with C chosen by an inner cross-validation on the rows ``train``,
+  on the rows ``test``; every inner fit and the refits in one solve."""
+  inner = [(train[a], train[b]) for a, b in _splits(proto, labels[train], inner_folds)]
+  predicted = _fit_groups(proto, design, labels, num_classes, [a for a, _ in inner] + [train],
+                          grid)
+  c = _choose_c(predicted, labels, inner, grid)
+  return Fold(grid[c], _accuracy(predicted[test, len(inner), c], labels[test]))
+
+
+def _prepare(features, proto: Protocol) -> np.ndarray:
+  x = np.asarray(features, np.float64)
+  if proto.normalize:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    x = x / np.where(norms > 0, norms, 1.0)
+  return x
+
+
+def cross_validated_accuracy(features, labels, **kwargs) -> float:
+  """Mean test accuracy (percent) of :func:`nested_cross_validation`."""
+  return 100.0 * float(np.mean([f.accuracy for f in nested_cross_validation(
+      features, labels, **kwargs)]))
+
+
+def nested_cross_validation(features, labels, *, folds: int = 10, inner_folds: int = 10,
+                            protocol_name: str = "senteval",
+                            grid: Sequence[float] | None = None, first_class: int = 1,
+                            log: Log = _quiet) -> list[Fold]:
+  """Each outer fold's chosen C and test accuracy. ``first_class``: the label whose
+  sentences Kiros et al.'s lists put first (their order decides their shuffle)."""
+  proto = protocol(protocol_name)
+  grid = tuple(grid or proto.grid)
+  x, y = _prepare(features, proto), np.asarray(labels).astype(np.int64)
+  if not proto.shuffled_folds:  # Their order: one class's sentences, then the other's.
+    listed = np.concatenate([np.flatnonzero(y == first_class), np.flatnonzero(y != first_class)])
+    order = np.arange(len(y))
+    np.random.RandomState(proto.seed).shuffle(order)
+    x, y = x[listed[order]], y[listed[order]]
+  design = linear_models.design(x, penalize_intercept=proto.penalize_intercept)
+  results = []
+  for number, (train, test) in enumerate(_splits(proto, y, folds), start=1):
+    results.append(_search_and_refit(proto, design, y, 2, train, test, inner_folds, grid))
+    log(f"fold {number}/{folds}: C={results[-1].c:g}, "
+        f"test accuracy {100 * results[-1].accuracy:.2f}")
+  return results
+
+
+def train_test_accuracy(train_x, train_y, test_x, test_y, **kwargs) -> float:
+  """Test accuracy (percent) of :func:`train_test`."""
+  return 100.0 * train_test(train_x, train_y, test_x, test_y, **kwargs).accuracy
+
+
+def train_test(train_x, train_y, test_x, test_y, *, inner_folds: int = 10,
+               protocol_name: str = "senteval", grid: Sequence[float] | None = None,
+               log: Log = _quiet) -> Fold:
+  """The C chosen by cross-validation on the training set, and the test accuracy of
+  the classifier refit on all of it."""
+  proto = protocol(protocol_name)
+  grid = tuple(grid or proto.grid)
+  train_x, test_x = _prepare(train_x, proto), _prepare(test_x, proto)
+  train_y, test_y = np.asarray(train_y).astype(np.int64), np.asarray(test_y).astype(np.int64)
+  if not proto.shuffled_folds:  # eval_trec.py shuffles the training questions.
+    order = sklearn_shuffle(np.arange(len(train_y)), random_state=proto.seed)
+    train_x, train_y = train_x[order], train_y[order]
+  x, y = np.concatenate([train_x, test_x]), np.concatenate([train_y, test_y])
+  design = linear_models.design(x, penalize_intercept=proto.penalize_intercept)
+  train, test = np.arange(len(train_y)), np.arange(len(train_y), len(y))
+  num_classes = int(max(y.max() + 1, 2))
+  result = _search_and_refit(proto, design, y, num_classes, train, test, inner_folds, grid)
+  log(f"C={result.c:g} by {inner_folds}-fold cross-validation, "
+      f"test accuracy {100 * result.accuracy:.2f}")
+  return result
+
+
+# --- relatedness --------------------------------------------------------------------------
 
 
 def pair_features(u, v) -> np.ndarray:
@@ -103,76 +297,126 @@ def soft_targets(scores, num_classes: int = 5) -> np.ndarray:
   return p[:, :num_classes]
 
 
+def expected_class(logits) -> np.ndarray:
+  """[..., K] logits -> the expected class (1-based) of their softmax."""
+  logits = np.asarray(logits, np.float64)
+  p = np.exp(logits - logits.max(-1, keepdims=True))
+  return (p / p.sum(-1, keepdims=True)) @ np.arange(1, logits.shape[-1] + 1)
+
+
+def _fit_soft(train_x, scores, x, grid) -> np.ndarray:
+  """Expected class [n, C] of the rows ``x`` under the soft-target regressions
+  trained on ``train_x`` with each C of ``grid``."""
+  solution = linear_models.fit(linear_models.design(train_x), soft_targets(scores),
+                               np.ones((len(train_x), 1)), 1.0 / np.asarray(grid),
+                               loss="multinomial")
+  _warn_unless_converged(solution)
+  logits = np.einsum("nd,cdk->nck", np.asarray(x, np.float64), solution.coef[0])
+  return expected_class(logits + solution.intercept[0])
+
+
 class SoftTargetRegression:
   """Multinomial logistic regression on soft targets over classes 1..K, predicting
   the expected class."""
 
-  def __init__(self, c: float, seed: int = SEED):
-    self.c, self.seed = c, seed
+  def __init__(self, c: float):
+    self.c = c
 
   def fit(self, x, scores) -> "SoftTargetRegression":
-    p = soft_targets(scores)
-    rows, classes = np.nonzero(p > 0)
-    self._clf = _fit(np.asarray(x)[rows], classes + 1, self.c, self.seed,
-                     sample_weight=p[rows, classes])
+    self._train_x, self._train_scores = np.asarray(x, np.float64), np.asarray(scores)
     return self
 
   def predict(self, x) -> np.ndarray:
-    return self._clf.predict_proba(x) @ self._clf.classes_.astype(np.float64)
+    return _fit_soft(self._train_x, self._train_scores, x, (self.c,))[:, 0]
+
+
+def _scores(predicted, target) -> dict[str, float]:
+  return {"pearson": float(stats.pearsonr(predicted, target)[0]),
+          "spearman": float(stats.spearmanr(predicted, target)[0]),
+          "mse": float(np.mean((predicted - target) ** 2))}
 
 
 def relatedness(train: tuple, trial: tuple, test: tuple, *,
-                grid: Sequence[float] = RELATEDNESS_C, seed: int = SEED) -> dict[str, float]:
-  """Each argument is ``(u, v, scores)``. Returns test ``pearson``, ``spearman``,
-  ``mse`` and the chosen ``c``."""
-  fx = lambda split: pair_features(split[0], split[1])
-  train_x, trial_x, test_x = fx(train), fx(trial), fx(test)
-  best = None
-  for c in grid:
-    model = SoftTargetRegression(c, seed).fit(train_x, train[2])
-    r = stats.pearsonr(model.predict(trial_x), trial[2])[0]
-    if best is None or r > best[0]:
-      best = (r, c, model)
-  _, c, model = best
-  predicted = model.predict(test_x)
-  return {"pearson": float(stats.pearsonr(predicted, test[2])[0]),
-          "spearman": float(stats.spearmanr(predicted, test[2])[0]),
-          "mse": float(np.mean((predicted - test[2]) ** 2)), "c": c}
+                grid: Sequence[float] = RELATEDNESS_C, log: Log = _quiet) -> dict[str, float]:
+  """SentEval's protocol. Each argument is ``(u, v, scores)``. Returns test
+  ``pearson``, ``spearman``, ``mse`` and the chosen ``c``."""
+  log(f"{len(grid)} soft-target regressions on {len(train[2])} pairs")
+  held_out = np.concatenate([pair_features(trial[0], trial[1]), pair_features(test[0], test[1])])
+  predicted = _fit_soft(pair_features(train[0], train[1]), train[2], held_out, grid)
+  trial_predicted, test_predicted = predicted[:len(trial[2])], predicted[len(trial[2]):]
+  r = [stats.pearsonr(trial_predicted[:, c], trial[2])[0] for c in range(len(grid))]
+  best = int(np.argmax(r))
+  log(f"C={grid[best]:g} by the trial pairs' Pearson r {r[best]:.4f}")
+  return {**_scores(test_predicted[:, best], test[2]), "c": float(grid[best])}
+
+
+def relatedness_kiros(train: tuple, trial: tuple, test: tuple, *, seed: int = KIROS_SEED,
+                      max_rounds: int = KIROS_SICK_MAX_ROUNDS, log: Log = _quiet
+                      ) -> dict[str, float]:
+  """eval_sick.py's protocol on (u, v, scores) triples; u and v are L2-normalised
+  here. Returns test ``pearson``, ``spearman``, ``mse`` and the number of ``epochs``."""
+  proto = PROTOCOLS["kiros"]
+  features = lambda split: pair_features(_prepare(split[0], proto), _prepare(split[1], proto))
+  order = sklearn_shuffle(np.arange(len(train[2])), random_state=seed)
+  train_x, trial_x, test_x = features(train)[order], features(trial), features(test)
+  rounds = linear_models.adam_softmax_rounds(
+      train_x, soft_targets(train[2][order]), seed=seed, **KIROS_SICK_ADAM)
+  best_r, best, epochs = -np.inf, None, 0
+  for number, params in enumerate(rounds, start=1):
+    r = stats.pearsonr(expected_class(linear_models.softmax_logits(params, trial_x)),
+                       trial[2])[0]
+    log(f"round {number} ({number * KIROS_SICK_ADAM['epochs_per_round']} epochs): "
+        f"trial Pearson r {r:.4f}")
+    if not r > best_r:
+      break
+    best_r, best, epochs = r, params, number * KIROS_SICK_ADAM["epochs_per_round"]
+    if number == max_rounds:
+      break
+  predicted = expected_class(linear_models.softmax_logits(best, test_x))
+  return {**_scores(predicted, test[2]), "epochs": float(epochs)}
 
 
 # --- a sentence encoder on the benchmark files ------------------------------------------
 
-Encoder = Callable[[Sequence[Sequence[str]]], np.ndarray]
+#: ``encode(token lists, append_eos=...) -> [N, D]`` sentence vectors.
+Encoder = Callable[..., np.ndarray]
+
+
+def _encoded(encode: Encoder, sentences, proto: Protocol, task: str, progress) -> np.ndarray:
+  progress(f"encoding {len(sentences)} sentences")
+  return np.asarray(encode(sentences, append_eos=proto.append_eos(task)))
 
 
 def evaluate_encoder(encode: Encoder, tasks: Sequence[str], data_dir: str | None, *,
-                     folds: int = 10, inner_folds: int = 10,
-                     log: Callable[[str], None] = lambda _: None) -> dict[str, float]:
-  """Encodes each task's sentences with ``encode`` (token lists -> [N, D] features)
-  and scores them. Keys: ``sick_pearson``, ``sick_spearman``, ``sick_mse``,
+                     protocol_name: str = "senteval", folds: int = 10, inner_folds: int = 10,
+                     log: Log = _quiet) -> dict[str, float]:
+  """Encodes each task's sentences with ``encode`` and scores them in the protocol
+  ``protocol_name``. Keys: ``sick_pearson``, ``sick_spearman``, ``sick_mse``,
   ``<task>_accuracy`` (percent) for mr, cr, subj, mpqa and trec."""
-  unknown = [t for t in tasks if t not in senteval.TASKS]
-  if unknown:
-    raise UserError(f"Unknown evaluation task(s) {', '.join(unknown)}; valid: "
-                    f"{', '.join(senteval.TASKS)}.")
+  tasks, proto = task_names(tasks), protocol(protocol_name)
   results = {}
   for task in tasks:
-    start = time.perf_counter()
+    progress = _Progress(task, log)
     if task == "sick":
       data = senteval.read_sick(data_dir)
-      splits = {s: (encode(d.first), encode(d.second), d.scores) for s, d in data.items()}
-      scores = relatedness(splits["train"], splits["trial"], splits["test"])
+      splits = {s: (_encoded(encode, d.first, proto, task, progress),
+                    _encoded(encode, d.second, proto, task, progress), d.scores)
+                for s, d in data.items()}
+      score = relatedness_kiros if proto.name == "kiros" else relatedness
+      scores = score(splits["train"], splits["trial"], splits["test"], log=progress)
       results.update({f"sick_{k}": scores[k] for k in ("pearson", "spearman", "mse")})
     elif task == "trec":
       data = senteval.read_trec(data_dir)
       results["trec_accuracy"] = train_test_accuracy(
-          encode(data["train"].sentences), data["train"].labels,
-          encode(data["test"].sentences), data["test"].labels, inner_folds=inner_folds)
+          _encoded(encode, data["train"].sentences, proto, task, progress), data["train"].labels,
+          _encoded(encode, data["test"].sentences, proto, task, progress), data["test"].labels,
+          inner_folds=inner_folds, protocol_name=proto.name, log=progress)
     else:
       data = senteval.read_binary(data_dir, task)
       results[f"{task}_accuracy"] = cross_validated_accuracy(
-          encode(data.sentences), data.labels, folds=folds, inner_folds=inner_folds)
-    log(f"{task}: " + ", ".join(f"{k}={v:.4g}" for k, v in results.items()
-                                if k.startswith(task)) +
-        f" ({time.perf_counter() - start:.0f} s)")
+          _encoded(encode, data.sentences, proto, task, progress), data.labels, folds=folds,
+          inner_folds=inner_folds, protocol_name=proto.name,
+          first_class=KIROS_FIRST_CLASS.get(task, 1), log=progress)
+    progress("done: " + ", ".join(f"{k}={v:.4g}" for k, v in results.items()
+                                  if k.startswith(task)))
   return results

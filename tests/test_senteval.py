@@ -71,6 +71,26 @@ def test_soft_targets_have_the_score_as_expected_class():
   np.testing.assert_allclose(p @ np.arange(1, 6), scores)
 
 
+def test_pair_features_are_the_absolute_difference_and_the_product_by_value():
+  u = np.array([[1.0, -2.0, 0.5], [0.0, 3.0, -1.0]])
+  v = np.array([[3.0, 1.0, 0.5], [-2.0, 3.0, 4.0]])
+  np.testing.assert_array_equal(se.pair_features(u, v), [[2.0, 3.0, 0.0, 3.0, -2.0, 0.25],
+                                                         [2.0, 0.0, 5.0, -0.0, 9.0, -4.0]])
+  # Symmetric in u and v, for signs of u - v that vary within and across pairs (u - v
+  # in place of |u - v| would flip the first half).
+  rng = np.random.default_rng(0)
+  u, v = rng.normal(size=(20, 8)), rng.normal(size=(20, 8))
+  np.testing.assert_array_equal(se.pair_features(u, v), se.pair_features(v, u))
+
+
+def test_task_names_are_case_insensitive_and_an_unknown_one_lists_the_valid_ones():
+  assert se.task_names(["SICK", " Mr ", "trec", "sick"]) == ["sick", "mr", "trec"]
+  with pytest.raises(UserError, match=r"MQPA.*valid \(any case\): mr, cr, subj, mpqa, trec, sick"):
+    se.task_names(["sick", "MQPA"])
+  with pytest.raises(UserError, match="none given"):
+    se.task_names(["", " "])
+
+
 def _separable(n=120, d=6, seed=0):
   rng = np.random.default_rng(seed)
   labels = rng.integers(0, 2, n)
@@ -123,8 +143,17 @@ def test_evaluate_encoder_on_fixture_files_with_a_perfect_encoder(tmp_path):
   neg = "".join(f"bad film number {i} .\n" for i in range(30))
   write(tmp_path / "senteval" / "mpqa.pos", pos)
   write(tmp_path / "senteval" / "mpqa.neg", neg)
-  encode = lambda sentences: np.array([[float("good" in s), len(s)] for s in sentences])
-  results = se.evaluate_encoder(encode, ["mpqa"], str(tmp_path), folds=3, inner_folds=3)
+  encode = lambda sentences, append_eos: np.array([[float("good" in s), len(s)]
+                                                  for s in sentences])
+  logged = []
+  results = se.evaluate_encoder(encode, ["MPQA"], str(tmp_path), folds=3, inner_folds=3,
+                                log=logged.append)
   assert results == {"mpqa_accuracy": 100.0}
   with pytest.raises(UserError, match="Unknown evaluation task"):
     se.evaluate_encoder(encode, ["mqpa"], str(tmp_path))
+  # Progress: which task, which stage or fold, the time since the task began.
+  assert logged[0].startswith("mpqa: encoding 60 sentences (")
+  assert [line.split(":")[1].strip() for line in logged[1:4]] == ["fold 1/3", "fold 2/3",
+                                                                  "fold 3/3"]
+  assert all(line.endswith(" s)") for line in logged)
+  assert logged[-1].startswith("mpqa: done: mpqa_accuracy=100")

@@ -119,9 +119,10 @@ def params_encoder(model: SkipThoughts, params, vocab: text.Vocabulary, kind: st
   (``trained`` or ``random``, the same computation) or, for ``bow``, the mean
   embedding of the words."""
   if kind == "bow":
-    # The words only: lengths - 1 leaves out the EOS the encoder reads last.
+    # The words only, without the EOS the encoder reads last (if appended).
     fn = jax.jit(lambda p, tokens, lengths: masked_mean(
-        p["embed"]["embedding"][tokens], sequence_mask(lengths - 1, tokens.shape[1])))
+        p["embed"]["embedding"][tokens],
+        sequence_mask(lengths, tokens.shape[1]) & (tokens != books.EOS_ID)))
   else:
     fn = jax.jit(lambda p, tokens, lengths: model.apply(
         {"params": p}, tokens, lengths, method=SkipThoughts.encode))
@@ -160,14 +161,17 @@ def load_vocabulary(workdir: str) -> text.Vocabulary:
     raise UserError(str(e)) from e
 
 
-def encode_sentences(fn, params, vocab: text.Vocabulary, sentences) -> np.ndarray:
+def encode_sentences(fn, params, vocab: text.Vocabulary, sentences,
+                     append_eos: bool = True) -> np.ndarray:
   """Token lists -> ``fn(params, ids, lengths)`` features, in the input order.
 
-  Each sentence is its word ids then EOS, as the encoder read them in training.
+  Each sentence is its word ids then EOS, as the encoder read them in training;
+  ``append_eos=False`` leaves the EOS out (Kiros et al.'s evaluation appends it for
+  SICK only).
   Sentences are encoded in order of length, in batches of ENCODE_BATCH padded to a
   multiple of LENGTH_BUCKET steps; the padding never reaches the features.
   """
-  ids = [vocab.encode(s) + [books.EOS_ID] for s in sentences]
+  ids = [vocab.encode(s) + [books.EOS_ID] * append_eos for s in sentences]
   order = np.argsort([len(s) for s in ids], kind="stable")
   out = None
   for start in range(0, len(ids), ENCODE_BATCH):
