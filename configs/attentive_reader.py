@@ -72,25 +72,46 @@ def get_config(arg=None):
   c.model.hidden_size = 240  # Both LSTMs.
   c.model.attention_size = 240
   c.model.readout_size = 240
-  c.model.dropout = 0.5  # On the readout, before the answer softmax.
+  c.model.dropout = 0.5  # On the readout, before the answer softmax (0: off).
+  c.model.embed_dropout = 0.5  # On the passage and question word embeddings (0: off).
   c.model.bilinear = True  # The (V d_t).(V q) term of the authors' attention.
   c.model.forget_bias = 0.0
-  # Predict among the entities of the passage only (Hermann et al.'s evaluation).
-  c.model.restrict_to_passage_entities = True
+  # How the weights start (experiments/attentive_reader/initialisation.py): "authors",
+  # 0.05 x orthogonal for square matrices and LSTM gate blocks, Glorot-uniform for
+  # the rest, as in the authors' Theano code; "lnorm", the earlier choice (N(0, 0.01)
+  # embedding, LeCun-normal kernels, W_h as recurrent_init says).
+  c.model.init = "authors"
+  # The authors' reseeding quirk: every gate block, and every matrix of one shape,
+  # starts identical. Off by default.
+  c.model.init_identical_blocks = False
+  # The output softmax: "entities", over the entity markers @entity0..; "vocabulary",
+  # over every word id, as the authors' code (its vocabulary + 1 outputs).
+  c.model.answer_vocabulary = "entities"
+  # Predictions (the error metric) restricted to each example's candidates: the
+  # passage's entities (Hermann et al.'s evaluation), or the 10 listed candidates of
+  # CBT-style data. False: the argmax over every output. Figure 2's curves are the
+  # authors' code: answer_vocabulary="vocabulary", restrict_to_candidates=False.
+  c.model.restrict_to_candidates = True
 
   c.data.name = "cloze"
-  c.data.source = "files"  # files (CNN/Daily Mail) | cloze_books | synthetic
+  # files (CNN/Daily Mail) | cbt (Children's Book Test) | cbt_books (the CBT made from
+  # the books) | cloze_books (4-sentence passages from the books) | synthetic.
+  c.data.source = "files"
   c.data.corpus = "cnn"  # files: cnn or dailymail.
+  c.data.word_type = "NE"  # cbt: NE | CN | V | P (cbt_books: NE only).
+  # cbt, cbt_books: the last N of the 20 context sentences make the passage.
+  c.data.context_sentences = 20
   c.data.passage_sentences = 4  # Cooijmans et al.'s preprocessing (0: whole passage).
   c.data.sentence_selection = "first"  # files: first | overlap (most question words).
   c.data.vocab_size = 50000  # Ids, the reserved and entity ones included.
-  c.data.num_entities = 600  # @entity0..@entity599: the answer vocabulary.
+  # @entity0..@entity599: the answer vocabulary (cbt, cbt_books: the 10 candidates).
+  c.data.num_entities = 600
   c.data.max_passage_tokens = 400  # Longer examples are dropped.
   c.data.max_question_tokens = 100
   c.data.permute_entities = True  # Rename the entities per example in training.
-  c.data.validation_books = 2  # cloze_books: held-out books for validation ...
+  c.data.validation_books = 2  # cbt_books, cloze_books: held-out books for validation ...
   c.data.test_books = 2  # ... and for test.
-  c.data.min_entity_count = 3  # cloze_books: see lnorm.data.cloze_books.
+  c.data.min_entity_count = 3  # cbt_books, cloze_books: see lnorm.data.cloze.books.
 
   if args["scale"] == "cpu":
     c.model.embed_size = 128
