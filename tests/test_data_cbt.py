@@ -120,6 +120,18 @@ def test_context_sentences_keeps_the_last_ones_and_counts_the_unanswerable(tmp_p
     load(tmp_path, context_sentences=21)
 
 
+def test_question_window_keeps_the_words_around_the_blank(tmp_path):
+  write(str(tmp_path / "cbt"), train=[example(query="a b then XXXXX smiled at Anna .")],
+        valid=[example(query="XXXXX smiled .")])
+  ds = load(tmp_path, question_window=2)
+  vocab = ds.info["vocabulary"]
+  for split, expected in (("train", ["b", "then", "@placeholder", "smiled", "at"]),
+                          ("validation", ["@placeholder", "smiled", "."])):
+    a = ds.splits[split]
+    assert [vocab[t] for t in a["question"][0, :a["question_length"][0]]] == expected
+  assert "questions cut to 2 tokens either side of the blank" in ds.notes
+
+
 def test_word_type_picks_the_files_and_the_layouts(tmp_path):
   write(str(tmp_path / "CBTest" / "data"), "CN", train=[example()], valid=[example()])
   assert load(tmp_path, word_type="CN").info["files"] == {

@@ -9,7 +9,9 @@ format), ``candidate_mask`` bool [N, num_entities], true at the example's candid
 Ids: 0 pad, 1 OOV, 2 ``@placeholder``, 3 + k ``@entityk`` (``info['entity_offset']``
 = 3) for k < ``info['num_entities']``, then the words of the training split by
 frequency. Every split is padded to one length, so the shared loop draws batches
-from fixed-shape arrays. Examples longer than the limits, with more entities than
+from fixed-shape arrays. ``question_window`` > 0 cuts every question to that many
+tokens either side of ``@placeholder`` (a unidirectional question LSTM then ends
+near the blank). Examples longer than the limits, with more entities than
 ``num_entities``, or whose answer is not in the passage are dropped and counted in
 the notes.
 
@@ -100,8 +102,10 @@ def build(splits: dict[str, list[ex.ClozeExample]], config: Any, source: str,
   if num_entities is None:
     num_entities = core.option(config, "num_entities", DEFAULT_NUM_ENTITIES)
   vocab_size = core.option(config, "vocab_size", DEFAULT_VOCAB_SIZE)
+  window = core.option(config, "question_window", 0)
   kept, over, unanswerable = {}, {}, {}
   for split, examples in splits.items():
+    examples = [ex.question_window(e, window) for e in examples]
     fit = [e for e in examples
            if _within_limits(e, max_passage, max_question, num_entities)]
     kept[split] = [e for e in fit if e.answer in e.passage]
@@ -117,6 +121,7 @@ def build(splits: dict[str, list[ex.ClozeExample]], config: Any, source: str,
   arrays = {s: encode(e, vocab, max_passage, max_question, num_entities)
             for s, e in kept.items()}
   base = {s: ex.baselines(e) for s, e in kept.items()}
+  cut = f"questions cut to {window} tokens either side of the blank" if window else ""
   described = "; ".join(
       _describe(s, len(kept[s]), over[s], unanswerable[s],
                 float(np.mean(a["passage_length"])) if len(a["answer"]) else 0.0, base[s])
@@ -127,7 +132,7 @@ def build(splits: dict[str, list[ex.ClozeExample]], config: Any, source: str,
           "num_questions": {s: len(e) for s, e in kept.items()},
           "max_passage_tokens": max_passage, "max_question_tokens": max_question}
   return core.Dataset(NAME, source, location, arrays,
-                      "; ".join(n for n in (notes, described) if n), info)
+                      "; ".join(n for n in (notes, cut, described) if n), info)
 
 
 # --- cached datasets ---------------------------------------------------------------------
@@ -165,7 +170,8 @@ def _from_cache(arrays: dict[str, np.ndarray], source: str, location: str,
 
 
 #: The data fields that change the arrays, part of every cache key.
-CACHE_FIELDS = ("corpus", "word_type", "context_sentences", "passage_sentences",
+CACHE_FIELDS = ("corpus", "word_type", "context_sentences", "question_window",
+                "passage_sentences",
                 "sentence_selection", "vocab_size", "num_entities", "max_passage_tokens",
                 "max_question_tokens", "validation_books", "test_books",
                 "min_entity_count", "seed")

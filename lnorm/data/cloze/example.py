@@ -71,6 +71,16 @@ def anonymise(tokens: Sequence[str], markers: Mapping[str, str],
   return tuple(out)
 
 
+def question_window(example: ClozeExample, width: int) -> ClozeExample:
+  """The example with its question cut to ``width`` tokens either side of the
+  ``@placeholder`` (0: the whole question)."""
+  if width <= 0:
+    return example
+  at = example.question.index(PLACEHOLDER)
+  return dataclasses.replace(
+      example, question=example.question[max(0, at - width):at + width + 1])
+
+
 def candidates(example: ClozeExample) -> list[str]:
   """The example's candidate markers: its explicit list, else the passage's
   entities in order of first appearance."""
