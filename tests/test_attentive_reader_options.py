@@ -223,3 +223,13 @@ def test_training_renames_only_the_entity_outputs_of_the_vocabulary():
                              atol=1e-5)
   others = np.r_[0:ENTITY_OFFSET, ENTITY_OFFSET + ENT:V]
   np.testing.assert_allclose(trained[:, others], plain[:, others], atol=1e-5)
+
+
+def test_the_cpu_sweep_is_the_claim_grid_on_the_cbt_made_from_books():
+  assert config_lib.get_config("scale=cpu").data.source == "cbt_books"
+  members = {(m["norm"], m.get("norm_options.ln.scale_init"), m["seed"])
+             for m in config_lib.get_sweep("cpu")}
+  assert members == {("none", None, 0), ("none", None, 1), ("ln", 1.0, 0), ("ln", 1.0, 1),
+                     ("bn", None, 0), ("bn_everywhere", None, 0), ("ln", 0.1, 0)}
+  cbt = [m for m in config_lib.get_sweep("paper") if m.get("data.source") == "cbt"]
+  assert {m["norm"] for m in cbt} == {"none", "ln"}
