@@ -1,6 +1,7 @@
-"""NumPy reference of the attentive reader, written from REFERENCE.md sec. 5 and the
-authors' Theano attention (``build_attention``: the ``use_dq_sims`` bilinear term),
-on the LSTM reference of tests/references.py. Float64; reads the flax parameter tree.
+"""NumPy reference of the attentive reader, written from docs/experiments.md sec. 5
+and the authors' Theano attention (``build_attention``: the ``use_dq_sims`` bilinear
+term), on the LSTM reference of tests/references.py. Float64; reads the flax
+parameter tree.
 """
 
 from __future__ import annotations

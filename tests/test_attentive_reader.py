@@ -107,7 +107,7 @@ def test_attention_is_zero_on_padding_and_padding_changes_nothing(norm):
 def test_training_renames_entities_consistently():
   """With dropout off, a renamed passage and question give the renamed logits: the
   model maps them back, so the loss sees the original answer numbers."""
-  _, model = build("none", dropout=0.0)
+  _, model = build("none", dropout=0.0, embed_dropout=0.0)
   b = batch(2)
   variables = init(model, inputs_of(b))
   rngs = {"entities": jax.random.key(3), "dropout": jax.random.key(4)}
@@ -140,7 +140,7 @@ def test_prediction_is_restricted_to_the_passage_entities():
   b = {"passage": passage, "answer": np.array([4, 0], np.int32)}
   _, metrics = task.loss_and_metrics(jnp.asarray(logits), b)
   np.testing.assert_array_equal(metrics["error"], [0.0, 0.0])
-  task.config.model.restrict_to_passage_entities = False
+  task.config.model.restrict_to_candidates = False
   _, metrics = task.loss_and_metrics(jnp.asarray(logits), b)
   np.testing.assert_array_equal(metrics["error"], [1.0, 1.0])
 

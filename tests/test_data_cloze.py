@@ -1,14 +1,16 @@
-"""Cloze data (lnorm.data.cloze, lnorm.data.cloze_books): the CNN .question parser on
-fixtures in the corpus's format, the 4-sentence restriction, the arrays, the
-baselines, and the invariants of the cloze questions built from books."""
+"""Cloze data (lnorm.data.cloze): the CNN .question parser on fixtures in the corpus's
+format, the 4-sentence restriction, the arrays, the baselines, and the invariants of
+the cloze questions built from books. The CBT format and the CBT-style task built
+from books: tests/test_data_cbt.py."""
 
 import numpy as np
 import pytest
 
 from lnorm import data
 from lnorm.data import books
-from lnorm.data import cloze
-from lnorm.data import cloze_books
+from lnorm.data.cloze import books as cloze_books
+from lnorm.data.cloze import cnn
+from lnorm.data.cloze import example as cloze
 from lnorm.data.core import DatasetNotFoundError, MalformedDataError
 
 
@@ -36,11 +38,11 @@ def write_corpus(root, files_per_split=3, bad=None):
 
 
 def test_parses_a_question_file():
-  e = cloze.parse_question_file(GOOD, "x.question")
+  e = cnn.parse_question_file(GOOD, "x.question")
   assert e.question == ("@placeholder", "stayed", "home") and e.answer == "@entity0"
   assert e.passage[:3] == ("@entity1", "met", "@entity0")
   assert cloze.candidates(e) == ["@entity1", "@entity0", "@entity2"]
-  assert cloze.most_frequent_entity(e) == "@entity1"  # 2 each; @entity1 comes first.
+  assert cloze.most_frequent_candidate(e) == "@entity1"  # 2 each; @entity1 comes first.
 
 
 @pytest.mark.parametrize("content, problem", [
@@ -76,23 +78,23 @@ def test_files_source_reads_the_three_splits_into_arrays(tmp_path):
                            "@entity0", "@entity1", "@entity2", "@entity3", "@entity4")
   words = [vocab[t] for t in a["passage"][0, :a["passage_length"][0]]]
   assert " ".join(words).startswith("@entity1 met @entity0 in @entity2 .")
-  assert ds.info["baselines"]["train"]["most_frequent_entity_accuracy"] == 0.0
+  assert ds.info["baselines"]["train"]["most_frequent_candidate_accuracy"] == 0.0
   assert ds.info["baselines"]["train"]["chance_accuracy"] == pytest.approx(1 / 3)
-  assert "most-frequent-entity accuracy" in ds.notes
+  assert "most-frequent-candidate accuracy" in ds.notes
 
 
 def test_four_sentence_restriction_keeps_the_answer():
-  e = cloze.parse_question_file(GOOD, "x")
-  first = cloze.restrict_passage(e, 2, "first")
+  e = cnn.parse_question_file(GOOD, "x")
+  first = cnn.restrict_passage(e, 2, "first")
   assert " ".join(first.passage) == "@entity1 met @entity0 in @entity2 . they talked ."
   # The question's words ('stayed', 'home') pick the 4th sentence first.
-  overlap = cloze.restrict_passage(e, 1, "overlap")
+  overlap = cnn.restrict_passage(e, 1, "overlap")
   assert " ".join(overlap.passage) == "@entity0 stayed home ."
   # The first sentence lacking the answer would be replaced by one holding it.
   no_answer = cloze.ClozeExample(("a", ".", "b", "@entity3", "."), ("@placeholder",),
                                  "@entity3")
-  assert cloze.restrict_passage(no_answer, 1, "first").passage == ("b", "@entity3", ".")
-  assert cloze.restrict_passage(e, 0, "first") == e
+  assert cnn.restrict_passage(no_answer, 1, "first").passage == ("b", "@entity3", ".")
+  assert cnn.restrict_passage(e, 0, "first") == e
 
 
 def test_examples_over_the_limits_are_dropped_and_counted(tmp_path):
@@ -199,7 +201,7 @@ def test_cloze_books_on_the_gutenberg_corpus(tmp_path):
   # 17 books give few questions: about 5k train, 0.9k validation, 2.7k test.
   assert sizes["train"] > 4000 and sizes["validation"] > 500 and sizes["test"] > 1000
   base = ds.info["baselines"]["validation"]
-  assert base["chance_accuracy"] < base["most_frequent_entity_accuracy"] < 0.9
+  assert base["chance_accuracy"] < base["most_frequent_candidate_accuracy"] < 0.9
   again = data.load("cloze", {"source": "cloze_books", "cache_dir": str(tmp_path),
                               "num_entities": 40, "vocab_size": 10000,
                               "max_passage_tokens": 160, "max_question_tokens": 50})

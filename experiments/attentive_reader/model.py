@@ -1,20 +1,22 @@
 """The unidirectional attentive reader (Hermann et al. 2015) as the LN paper trained it
-(sec. 6.2, REFERENCE.md sec. 5), after Cooijmans et al.'s Theano code:
+(sec. 6.2, docs/experiments.md sec. 5), after Cooijmans et al.'s Theano code:
 
-  passage, question -> one shared word embedding
+  passage, question -> one shared word embedding, dropout (``embed_dropout``)
   passage  -> LSTM, all states d_t (learned initial state)
   question -> LSTM, last state q    (learned initial state)
   attention  m_t = tanh(W_d d_t + b_d + W_q q + (V d_t) . (V q)),  s_t = w . m_t
              alpha = softmax over the real passage positions,  ctx = sum_t alpha_t d_t
-  readout    r = tanh(W_c ctx + W_r q + b_r + W_m mean_t d_t),  dropout
-  logits     over the answer vocabulary, the entity markers @entity0..@entity{E-1}
+  readout    r = tanh(W_c ctx + W_r q + b_r + W_m mean_t d_t),  dropout (``dropout``)
+  logits     over the answers: the entity markers @entity0..@entity{E-1}
+             (``answer_vocabulary='entities'``), or every word id of the vocabulary
+             (``'vocabulary'``, the authors' softmax over the whole vocabulary)
 
 The bilinear term ``(V d_t) . (V q)`` (one scalar per position, added to every
 attention unit) is the authors' ``use_dq_sims``. In training, the entity markers of
 each example are renamed by a random permutation (the authors' code permutes them
-per batch); the logits are mapped back to the original numbering, so labels and
-candidate masks need no renaming. ``predict`` restricts the argmax to the entities
-present in the passage.
+per batch); the entity logits are mapped back to the original numbering, so labels
+and candidate masks need no renaming. Every kernel starts as ``inits`` says
+(experiments/attentive_reader/initialisation.py).
 
 Normalization: ``cell`` is ``make_lstm_cell(norm, ...)`` for both LSTMs; ``ff_norm``
 normalizes the feed-forward pre-activations of the attention (W_d d_t and W_q q) and
@@ -30,11 +32,20 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from experiments.attentive_reader.initialisation import Initialisation, authors
 from lnorm.normalization import Dense, Identity
 from lnorm.rnn import RecurrentLayer, masked_mean
 
 #: Logit given to masked (padded) attention positions and to non-candidate answers.
 NEG_INF = -1e9
+#: ``answer_vocabulary`` values: what the output softmax runs over.
+ANSWER_VOCABULARIES = ("entities", "vocabulary")
+
+
+def first_entity_output(answer_vocabulary: str, entity_offset: int) -> int:
+  """The output index of @entity0: 0 over the entities, its word id over the whole
+  vocabulary."""
+  return 0 if answer_vocabulary == "entities" else entity_offset
 
 
 def permute_entities(tokens: jax.Array, perm: jax.Array, offset: int) -> jax.Array:
@@ -59,9 +70,27 @@ def restrict(logits: jax.Array, allowed: jax.Array) -> jax.Array:
   return jnp.where(allowed, logits, NEG_INF)
 
 
+def entity_outputs(entity_mask: jax.Array, num_outputs: int, first: int) -> jax.Array:
+  """``[B, num_outputs]`` bool: the outputs of the entities in ``entity_mask [B, E]``
+  (which start at output ``first``); false elsewhere."""
+  before = jnp.zeros(entity_mask.shape[:1] + (first,), bool)
+  after = jnp.zeros(entity_mask.shape[:1] + (num_outputs - first - entity_mask.shape[1],),
+                    bool)
+  return jnp.concatenate([before, entity_mask, after], axis=-1)
+
+
+def unpermute(logits: jax.Array, perm: jax.Array, first: int) -> jax.Array:
+  """Logits in the original entity numbering: the logit of original entity k is the
+  logit of its new name ``perm[b, k]``; outputs that are not entities stay."""
+  num = perm.shape[-1]
+  block = jnp.take_along_axis(logits[:, first:first + num], perm, axis=-1)
+  return jnp.concatenate([logits[:, :first], block, logits[:, first + num:]], axis=-1)
+
+
 class AttentiveReader(nn.Module):
   """``(passage [B, Tp], passage_length [B], question [B, Tq], question_length [B])
-  -> logits [B, num_entities]`` (unrestricted; see :func:`restrict`)."""
+  -> logits [B, num_entities]`` or ``[B, vocab_size]`` (``answer_vocabulary``),
+  unrestricted (see :func:`restrict`)."""
 
   vocab_size: int
   num_entities: int
@@ -72,32 +101,50 @@ class AttentiveReader(nn.Module):
   hidden_size: int = 240
   attention_size: int = 240
   readout_size: int = 240
-  dropout: float = 0.5
+  dropout: float = 0.5  # On the readout.
+  embed_dropout: float = 0.5  # On the passage and question word embeddings.
   bilinear: bool = True
   permute_in_training: bool = True
+  answer_vocabulary: str = "entities"
+  inits: Initialisation | None = None  # None: the authors' (initialisation.authors()).
+
+  @property
+  def num_outputs(self) -> int:
+    return self.num_entities if self.answer_vocabulary == "entities" else self.vocab_size
 
   def setup(self):
-    self.embed = nn.Embed(self.vocab_size, self.embed_size,
-                          embedding_init=nn.initializers.normal(0.01), name="embed")
+    if self.answer_vocabulary not in ANSWER_VOCABULARIES:
+      raise ValueError(f"answer_vocabulary must be one of {ANSWER_VOCABULARIES}, got "
+                       f"{self.answer_vocabulary!r}")
+    init = self.inits or authors()
+    self.embed = nn.Embed(self.vocab_size, self.embed_size, embedding_init=init.embed,
+                          name="embed")
+    self.embed_drop = nn.Dropout(self.embed_dropout)
     self.passage_rnn = RecurrentLayer(self.cell, self.hidden_size, learned_init=True,
                                       name="passage_lstm")
     self.question_rnn = RecurrentLayer(self.cell, self.hidden_size, learned_init=True,
                                        name="question_lstm")
     # W_d carries the attention bias; with a biased normalizer the norm's bias does.
-    self.att_passage = Dense(self.attention_size, name="att_passage")
-    self.att_question = Dense(self.attention_size, use_bias=False, name="att_question")
+    self.att_passage = Dense(self.attention_size, kernel_init=init.att_passage,
+                             name="att_passage")
+    self.att_question = Dense(self.attention_size, use_bias=False,
+                              kernel_init=init.att_question, name="att_question")
     self.att_passage_norm = self.ff_norm(name="att_passage_norm")
     self.att_question_norm = self.ff_norm(name="att_question_norm")
     if self.bilinear:
-      self.att_bilinear = Dense(self.hidden_size, use_bias=False, name="att_bilinear")
-    self.att_score = Dense(1, use_bias=False, name="att_score")
-    self.out_context = Dense(self.readout_size, use_bias=False, name="out_context")
-    self.out_question = Dense(self.readout_size, name="out_question")
-    self.out_mean = Dense(self.readout_size, use_bias=False, name="out_mean")
+      self.att_bilinear = Dense(self.hidden_size, use_bias=False,
+                                kernel_init=init.att_bilinear, name="att_bilinear")
+    self.att_score = Dense(1, use_bias=False, kernel_init=init.att_score, name="att_score")
+    self.out_context = Dense(self.readout_size, use_bias=False, kernel_init=init.readout,
+                             name="out_context")
+    self.out_question = Dense(self.readout_size, kernel_init=init.readout,
+                              name="out_question")
+    self.out_mean = Dense(self.readout_size, use_bias=False, kernel_init=init.readout,
+                          name="out_mean")
     self.out_norms = [self.ff_norm(name=f"out_{n}_norm")
                       for n in ("context", "question", "mean")]
     self.drop = nn.Dropout(self.dropout)
-    self.logit = Dense(self.num_entities, name="logit")
+    self.logit = Dense(self.num_outputs, kernel_init=init.logit, name="logit")
 
   def attention(self, d, mask, q, *, train: bool):
     """``alpha [B, T]`` over the passage states ``d [B, T, H]`` (zero at padding)."""
@@ -111,10 +158,16 @@ class AttentiveReader(nn.Module):
     alpha = jax.nn.softmax(jnp.where(mask, scores, NEG_INF), axis=-1)
     return jnp.where(mask, alpha, 0.0)
 
+  def embed_tokens(self, tokens, *, train: bool):
+    """Word embeddings ``[B, T, E]``, with dropout in training (a 'dropout' rng)."""
+    return self.embed_drop(self.embed(tokens), deterministic=not train)
+
   def encode(self, passage, passage_length, question, question_length, *, train: bool):
-    """``(alpha [B, Tp], logits [B, E])`` for already (re)named entity markers."""
-    d_out = self.passage_rnn(self.embed(passage), passage_length, train=train)
-    q = self.question_rnn(self.embed(question), question_length, train=train).final_hidden
+    """``(alpha [B, Tp], logits [B, outputs])`` for already (re)named entity markers."""
+    d_out = self.passage_rnn(self.embed_tokens(passage, train=train), passage_length,
+                             train=train)
+    q = self.question_rnn(self.embed_tokens(question, train=train), question_length,
+                          train=train).final_hidden
     d, mask = d_out.outputs, d_out.mask
     alpha = self.attention(d, mask, q, train=train)
     ctx = jnp.einsum("bt,bth->bh", alpha, d)
@@ -136,7 +189,7 @@ class AttentiveReader(nn.Module):
       question = permute_entities(question, perm, self.entity_offset)
       _, logits = self.encode(passage, passage_length, question, question_length,
                               train=train)
-      # Logit of original entity k = logit of its new name perm[k].
-      return jnp.take_along_axis(logits, perm, axis=-1)
+      return unpermute(logits, perm,
+                       first_entity_output(self.answer_vocabulary, self.entity_offset))
     return self.encode(passage, passage_length, question, question_length,
                        train=train)[1]

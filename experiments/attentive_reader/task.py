@@ -1,15 +1,18 @@
 """Cloze question answering with the attentive reader (LN paper sec. 6.2, Figure 2;
-REFERENCE.md sec. 5).
+docs/experiments.md sec. 5).
 
-Data: ``lnorm.data.cloze`` (the CNN/Daily Mail ``.question`` files, the cloze task
-built from books, or synthetic). Loss: the cross-entropy of the answer's entity
-number over the whole answer vocabulary (the authors' training cost). Per-example
-metrics:
+Data: ``lnorm.data.cloze`` (the CNN/Daily Mail ``.question`` files, the Children's
+Book Test, the CBT-style task or the smaller cloze task built from books, or
+synthetic). Loss: the cross-entropy of the answer over the model's whole output
+softmax (the authors' training cost): the entity markers
+(``model.answer_vocabulary='entities'``) or every word of the vocabulary
+(``'vocabulary'``, the authors' own). Per-example metrics:
 
 * ``nll``: that cross-entropy;
-* ``error``: 0/1 error of the prediction, restricted to the entities present in the
-  passage when ``model.restrict_to_passage_entities`` (the default, as in Hermann et
-  al.'s evaluation); unrestricted otherwise.
+* ``error``: 0/1 error of the prediction, restricted to the example's candidates
+  when ``model.restrict_to_candidates`` (the entities of the passage, as in Hermann
+  et al.'s evaluation; the 10 listed candidates of CBT-style data), the argmax over
+  every output otherwise (the authors' training curves).
 
 Variants (``norm``): ``none``; ``bn``, recurrent BN in both LSTMs (gain init 0.1,
 ``norm_options.bn.scale_init``); ``bn_everywhere``, also BN on the feed-forward
@@ -25,7 +28,10 @@ import flax.linen as nn
 import jax.numpy as jnp
 import optax
 
-from experiments.attentive_reader.model import AttentiveReader, passage_entities, restrict
+from experiments.attentive_reader import initialisation
+from experiments.attentive_reader.model import (
+    ANSWER_VOCABULARIES, AttentiveReader, entity_outputs, first_entity_output,
+    passage_entities, restrict)
 from lnorm.data.cloze import ENTITY_OFFSET
 from lnorm.errors import ConfigError
 from lnorm.normalization import BatchNorm, Identity
@@ -46,9 +52,16 @@ class Task(BaseTask):
 
   def __init__(self, config):
     super().__init__(config)
-    if not 0.0 <= config.model.dropout < 1.0:
-      raise ConfigError(f"model.dropout={config.model.dropout}: a dropout rate must be "
-                        "in [0, 1).")
+    m = config.model
+    for field in ("dropout", "embed_dropout"):
+      if not 0.0 <= m[field] < 1.0:
+        raise ConfigError(f"model.{field}={m[field]}: a dropout rate must be in [0, 1).")
+    if m.answer_vocabulary not in ANSWER_VOCABULARIES:
+      raise ConfigError(f"model.answer_vocabulary={m.answer_vocabulary!r}. Valid choices: "
+                        f"{', '.join(ANSWER_VOCABULARIES)}.")
+    self.inits = initialisation.from_config(config)
+    #: The number of entity markers, set by model_for (the restriction needs it).
+    self.num_entities: int | None = None
 
   def build_model(self, dataset):
     info = dataset.info
@@ -61,7 +74,10 @@ class Task(BaseTask):
     c = self.config
     cell_variant, ff_bn = VARIANTS[c.norm]
     bn = c.norm_options.bn
-    cell = make_lstm_cell(cell_variant, forget_bias=c.model.forget_bias, **cell_options(c),
+    # The LSTM kernels start as model.init says (initialisation.from_config).
+    options = {**cell_options(c), "kernel_init": self.inits.lstm_input,
+               "recurrent_kernel_init": self.inits.lstm_recurrent}
+    cell = make_lstm_cell(cell_variant, forget_bias=c.model.forget_bias, **options,
                           bn_eps=bn.eps, bn_momentum=bn.momentum,
                           bn_scale_init=bn.scale_init,
                           bn_max_steps=c.data.max_passage_tokens)
@@ -70,23 +86,38 @@ class Task(BaseTask):
       ff_norm = functools.partial(BatchNorm, eps=bn.eps, momentum=bn.momentum,
                                   scale_init=nn.initializers.constant(bn.scale_init))
     m = c.model
+    self.num_entities = num_entities
     return AttentiveReader(
         vocab_size=vocab_size, num_entities=num_entities, entity_offset=entity_offset,
         cell=cell, ff_norm=ff_norm, embed_size=m.embed_size, hidden_size=m.hidden_size,
         attention_size=m.attention_size, readout_size=m.readout_size,
-        dropout=m.dropout, bilinear=m.bilinear,
-        permute_in_training=c.data.permute_entities)
+        dropout=m.dropout, embed_dropout=m.embed_dropout, bilinear=m.bilinear,
+        permute_in_training=c.data.permute_entities,
+        answer_vocabulary=m.answer_vocabulary, inits=self.inits)
 
   def model_inputs(self, batch):
     return (batch["passage"], batch["passage_length"], batch["question"],
             batch["question_length"])
 
+  @staticmethod
+  def candidates(batch, num_entities: int):
+    """``[B, E]`` bool: each example's candidate entities, listed by the data
+    (``candidate_mask``, CBT-style) or the entities of its passage."""
+    if "candidate_mask" in batch:
+      return batch["candidate_mask"]
+    return passage_entities(batch["passage"], num_entities, ENTITY_OFFSET)
+
   def loss_and_metrics(self, logits, batch):
     logits = logits.astype(jnp.float32)
-    answer = batch["answer"]
-    nll = optax.softmax_cross_entropy_with_integer_labels(logits, answer)
-    if self.config.model.restrict_to_passage_entities:
-      logits = restrict(logits, passage_entities(batch["passage"], logits.shape[-1],
-                                                 ENTITY_OFFSET))
-    error = (jnp.argmax(logits, -1) != answer).astype(jnp.float32)
+    first = first_entity_output(self.config.model.answer_vocabulary, ENTITY_OFFSET)
+    label = batch["answer"] + first
+    nll = optax.softmax_cross_entropy_with_integer_labels(logits, label)
+    if self.config.model.restrict_to_candidates:
+      # Over the entities, the outputs are the entities; over the vocabulary, the
+      # entity block's size is the data's (model_for records it).
+      num_entities = logits.shape[-1] if first == 0 else self.num_entities
+      allowed = entity_outputs(self.candidates(batch, num_entities), logits.shape[-1],
+                               first)
+      logits = restrict(logits, allowed)
+    error = (jnp.argmax(logits, -1) != label).astype(jnp.float32)
     return jnp.mean(nll), {"nll": nll, "error": error}

@@ -9,7 +9,8 @@ Datasets and their sources ('auto' tries the listed order):
   books            files                       train/validation (+ 'synthetic')
   image_captions   files                       train/validation/test (+ 'synthetic')
   iamondb          files -> strokes_npy        train/validation/test (+ 'synthetic')
-  cloze            files                       train/validation/test (+ 'cloze_books', 'synthetic')
+  cloze            files                       train/validation/test (+ 'cbt', 'cbt_books',
+                                               'cloze_books', 'synthetic')
 
 Under 'auto', TFDS is used only if the dataset is already prepared locally; it
 never downloads. Synthetic data is never chosen by 'auto'.

@@ -56,6 +56,39 @@ def scaled(init: Initializer, scale: float) -> Initializer:
   return lambda key, shape, dtype=jnp.float32: scale * init(key, shape, dtype)
 
 
+def orthogonal_if_square(scale: float = 0.05) -> Initializer:
+  """``scale`` times an orthogonal matrix when the matrix is square, else
+  Glorot-uniform: the ``norm_weight(nin, nout)`` of the attentive-reader Theano code
+  (Cooijmans et al.), whose square matrices are ``0.05 * ortho_weight``. (Its
+  Glorot bound is sqrt(6 / (nin + nout + 1)); the +1 is left out here.)"""
+  orthogonal = scaled(nn.initializers.orthogonal(), scale)
+  glorot = nn.initializers.glorot_uniform()
+
+  def init(key, shape, dtype=jnp.float32):
+    square = len(shape) >= 2 and shape[-1] == shape[-2]
+    return (orthogonal if square else glorot)(key, shape, dtype)
+
+  return init
+
+
+def fan_in_uniform() -> Initializer:
+  """U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in the second-to-last axis (the first
+  of a vector): the ``norm_vec`` of the attentive-reader Theano code."""
+
+  def init(key, shape, dtype=jnp.float32):
+    bound = 1.0 / float(shape[-2] if len(shape) >= 2 else shape[0]) ** 0.5
+    return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+  return init
+
+
+def fixed_key(init: Initializer, seed: int = 123) -> Initializer:
+  """``init`` drawn from one fixed key whatever key it is given, so that every matrix
+  of the same shape comes out identical: the attentive-reader Theano code reseeds
+  NumPy's generator with 123 inside every call of its initialisers."""
+  return lambda key, shape, dtype=jnp.float32: init(jax.random.key(seed), shape, dtype)
+
+
 #: ``recurrent_init`` config values: how a recurrent matrix ``[H, kH]`` (k gate
 #: blocks) starts.
 RECURRENT_INITS: dict[str, Callable[[], Initializer]] = {

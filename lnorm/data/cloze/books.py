@@ -1,0 +1,314 @@
+"""Cloze tasks built from a corpus of tokenised books, the way the Children's Book
+Test was built from Project Gutenberg (Hill et al. 2016).
+
+The books are read by ``lnorm.data.books`` (the same ``files`` layout:
+``<data_dir>/books/*.tar.gz`` or a folder of ``<book>.txt``) and split into
+sentences there. Both tasks share:
+
+* **Named entities** without a tagger: a word type is an entity if it is alphabetic,
+  capitalised with at least one lower-case letter after the first (not ``I``,
+  ``CHAPTER`` or ``II``), never seen in lower case anywhere in the corpus (``Alice``
+  yes, ``The`` no), not a title (``Mr``, ``Mrs``, ...), and seen capitalised at least
+  ``min_entity_count`` times after a word inside a sentence (so a word capitalised
+  only because it opens a sentence does not count). Each word is its own entity:
+  ``Frank Churchill`` is two. Entity types come from the whole corpus, which holds no
+  answers.
+* **Answers**: an entity that occurs exactly once in the query sentence (a second
+  occurrence would give the answer away) and at least once in the passage.
+* **Splits by book**: ``validation_books`` and ``test_books`` books, drawn with
+  ``seed`` through ``lnorm.data.books.split_books``, are held out whole, so no passage
+  of a held-out book is seen in training.
+
+``data.source=cloze_books``, the small task: for every sentence i with
+``passage_sentences`` (4) sentences before it, one example per answer of sentence i,
+the passage being sentences i - 4 .. i - 1; every entity of the example is anonymised
+(numbered in order of first appearance, the numbers then permuted at random per
+example, as in the released CNN corpus) and every other word lower-cased.
+
+``data.source=cbt_books``, the Children's Book Test made from the books
+(:func:`cbt_examples`): for every sentence i with 20 sentences before it in its book
+and at least one answer, one example: the 20 sentences as context and sentence i as
+the query, one answer (drawn at random when several qualify) replaced by ``XXXXX``;
+10 candidates, the answer and 9 other entities of the context drawn at random,
+topped up with entities of the same book that are not in the context or the query
+when the context has fewer than 9 others. Consecutive examples share context
+sentences: every qualifying sentence is a query, not only one per window of 21. The
+task is written in the CBT file format (lnorm.data.cloze.cbt) into the lnorm cache
+directory (``<cache>/cbt-books-<key>/cbt/cbtest_NE_*.txt``, where it can be inspected
+or used elsewhere; never into the data directory) and read back by the CBT reader,
+which anonymises the candidates.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from lnorm.data import books
+from lnorm.data import cache
+from lnorm.data import core
+from lnorm.data import locate
+from lnorm.data.cloze import cbt
+from lnorm.data.cloze import dataset
+from lnorm.data.cloze import example as ex
+
+DEFAULT_PASSAGE_SENTENCES = 4  # cloze_books: as the LN paper's CNN passages.
+DEFAULT_MIN_ENTITY_COUNT = 3
+DEFAULT_HELD_OUT_BOOKS = 2  # Validation books; as many test books.
+NUM_CANDIDATES = 10  # Hill et al.
+#: Capitalised words that are titles, not names, though never seen lower-cased.
+TITLES = frozenset({"Mr", "Mrs", "Ms", "Dr", "St", "Messrs", "Mme", "Mlle"})
+SPLITS = ("train", "validation", "test")
+#: The data fields that decide the written CBT-style task.
+TASK_FIELDS = ("validation_books", "test_books", "min_entity_count", "seed")
+SOURCE_NOTE = "SOURCE.txt"  # Beside cbt/: what the task was built from.
+_log = logging.getLogger(__name__)
+
+
+def entity_words(book_sentences: Sequence[Sequence[Sequence[str]]],
+                 min_count: int = DEFAULT_MIN_ENTITY_COUNT) -> frozenset[str]:
+  """The word types taken for named entities (see the module docstring) in the
+  sentences of several books (original case)."""
+  lower, inside = set(), {}
+  for sentences in book_sentences:
+    for sentence in sentences:
+      for i, w in enumerate(sentence):
+        if w.islower():
+          lower.add(w)
+        elif i > 0 and sentence[i - 1][:1].isalnum() and _name_shaped(w):
+          inside[w] = inside.get(w, 0) + 1
+  return frozenset(w for w, n in inside.items()
+                   if n >= min_count and w.lower() not in lower and w not in TITLES)
+
+
+def _name_shaped(w: str) -> bool:
+  return w.isalpha() and len(w) > 1 and w[0].isupper() and any(c.islower() for c in w[1:])
+
+
+def answers(query: Sequence[str], in_passage: set[str]) -> list[str]:
+  """The entities that may be blanked in ``query``: once in it, and in the passage
+  (``in_passage``: the passage's entities). Sorted, so draws are reproducible."""
+  return sorted({w for w in query if w in in_passage and query.count(w) == 1})
+
+
+# --- cloze_books: 4-sentence passages, every entity anonymised -----------------------------
+
+
+def book_examples(sentences: Sequence[Sequence[str]], entities: frozenset[str],
+                  passage_sentences: int, rng_key: Sequence[int]) -> list[ex.ClozeExample]:
+  """The cloze_books examples of one book's sentences (see the module docstring);
+  ``rng_key`` seeds the entity numbering of this book's examples."""
+  out = []
+  for i in range(passage_sentences, len(sentences)):
+    passage = [w for s in sentences[i - passage_sentences:i] for w in s]
+    question = list(sentences[i])
+    order = list(dict.fromkeys(w for w in passage + question if w in entities))
+    for k, answer in enumerate(answers(question, {w for w in passage if w in entities})):
+      markers = ex.random_markers(order, np.random.default_rng([*rng_key, i, k]))
+      out.append(ex.ClozeExample(ex.anonymise(passage, markers),
+                                 ex.anonymise(question, markers, blank=answer),
+                                 markers[answer]))
+  return out
+
+
+def split_held_out(corpus: Sequence[books.Book], validation_books: int, test_books: int,
+                   seed: int):
+  """(train, validation, test) lists of whole books."""
+  train, held = books.split_books(corpus, validation_books + test_books, seed)
+  return train, held[:validation_books], held[validation_books:]
+
+
+def _corpus_parts(corpus: Sequence[books.Book], config: Any):
+  """Sentences of every book (original case), the entity words, and the books of
+  each split."""
+  sentences = {b.name: books.book_sentences(b, lowercase=False) for b in corpus}
+  entities = entity_words(list(sentences.values()),
+                          core.option(config, "min_entity_count", DEFAULT_MIN_ENTITY_COUNT))
+  parts = split_held_out(
+      corpus, core.option(config, "validation_books", DEFAULT_HELD_OUT_BOOKS),
+      core.option(config, "test_books", DEFAULT_HELD_OUT_BOOKS),
+      core.option(config, "seed", 0))
+  return sentences, entities, dict(zip(SPLITS, parts))
+
+
+def _describe_corpus(corpus, entities, parts) -> str:
+  return (f"{len(corpus)} books, {len(entities)} entity word types; validation "
+          f"books: {', '.join(b.name for b in parts['validation'])}; test books: "
+          f"{', '.join(b.name for b in parts['test'])}")
+
+
+def build_splits(corpus: Sequence[books.Book], config: Any):
+  """cloze_books: split name -> examples, a description of the entities and books,
+  and the book names of each split."""
+  passage_sentences = core.option(config, "passage_sentences", DEFAULT_PASSAGE_SENTENCES)
+  if passage_sentences < 1:
+    raise core.DataError(f"cloze_books: passage_sentences must be >= 1, got "
+                         f"{passage_sentences}; set --config.data.passage_sentences.")
+  seed = core.option(config, "seed", 0)
+  sentences, entities, parts = _corpus_parts(corpus, config)
+  index = {b.name: k for k, b in enumerate(corpus)}
+  splits = {
+      split: [e for b in chosen
+              for e in book_examples(sentences[b.name], entities, passage_sentences,
+                                     (seed, index[b.name]))]
+      for split, chosen in parts.items()}
+  books_of = {s: tuple(b.name for b in p) for s, p in parts.items()}
+  return splits, _describe_corpus(corpus, entities, parts), books_of
+
+
+def _books_path(config: Any) -> str:
+  path, _ = locate.find_or_raise(config, books.find_files, books.NAME, books.FILES_HELP)
+  return path
+
+
+def load_cloze_books(config: Any, auto: bool) -> core.Dataset:
+  del auto
+  path = _books_path(config)
+
+  def build_fn():
+    start = time.perf_counter()
+    splits, described, _ = build_splits(books.read_books(path), config)
+    ds = dataset.build(splits, config, "cloze_books", path,
+                       f"cloze questions built from books ({described})")
+    _log.info("Built cloze questions from %s in %.1f s", path, time.perf_counter() - start)
+    return ds
+
+  return dataset.cached(config, "cloze-books", path,
+                        [sys.modules[__name__], dataset, ex, books], build_fn,
+                        "cloze_books")
+
+
+# --- cbt_books: the Children's Book Test made from the books --------------------------------
+
+
+def cbt_examples(sentences: Sequence[Sequence[str]], entities: frozenset[str],
+                 rng: np.random.Generator) -> list[cbt.CbtExample]:
+  """The CBT-style examples of one book's sentences (see the module docstring)."""
+  book_entities = sorted({w for s in sentences for w in s if w in entities})
+  out = []
+  c = cbt.CONTEXT_LINES
+  for i in range(c, len(sentences)):
+    context, query = sentences[i - c:i], list(sentences[i])
+    if cbt.BLANK in query:
+      continue
+    in_context = list(dict.fromkeys(w for s in context for w in s if w in entities))
+    choices = answers(query, set(in_context))
+    if not choices:
+      continue
+    answer = choices[rng.integers(len(choices))]
+    others = [w for w in in_context if w != answer]
+    picked = [others[j] for j in
+              rng.choice(len(others), min(len(others), NUM_CANDIDATES - 1), replace=False)]
+    missing = NUM_CANDIDATES - 1 - len(picked)
+    if missing:
+      seen = set(in_context) | set(query)
+      spare = [w for w in book_entities if w not in seen]
+      if len(spare) < missing:
+        continue
+      picked += [spare[j] for j in rng.choice(len(spare), missing, replace=False)]
+    blanked = tuple(cbt.BLANK if w == answer else w for w in query)
+    out.append(cbt.CbtExample(tuple(map(tuple, context)), blanked, answer,
+                              tuple(sorted([answer, *picked]))))
+  return out
+
+
+def cbt_splits(corpus: Sequence[books.Book], config: Any):
+  """cbt_books: split name -> CbtExamples, and a description of the corpus."""
+  seed = core.option(config, "seed", 0)
+  sentences, entities, parts = _corpus_parts(corpus, config)
+  index = {b.name: k for k, b in enumerate(corpus)}
+  splits = {split: [e for b in chosen
+                    for e in cbt_examples(sentences[b.name], entities,
+                                          np.random.default_rng([seed, index[b.name], 20]))]
+            for split, chosen in parts.items()}
+  return splits, _describe_corpus(corpus, entities, parts)
+
+
+def file_names(counts: dict[str, int]) -> dict[str, str]:
+  """split -> file name, in the CBT's pattern (``cbtest_NE_valid_2000ex.txt``)."""
+  return {"train": "cbtest_NE_train.txt",
+          "validation": f"cbtest_NE_valid_{counts['validation']}ex.txt",
+          "test": f"cbtest_NE_test_{counts['test']}ex.txt"}
+
+
+def write_task(corpus: Sequence[books.Book], config: Any, folder: str) -> str:
+  """Writes the task's three files into ``<folder>/cbt/``; returns the description
+  of the corpus."""
+  splits, described = cbt_splits(corpus, config)
+  os.makedirs(os.path.join(folder, cbt.NAME))
+  names = file_names({s: len(e) for s, e in splits.items()})
+  for split, examples in splits.items():
+    cbt.write_file(os.path.join(folder, cbt.NAME, names[split]), examples)
+  with open(os.path.join(folder, SOURCE_NOTE), "w", encoding="utf-8") as f:
+    f.write(f"CBT-style named-entity questions built by lnorm.data.cloze.books from "
+            f"{described}\n")
+  return described
+
+
+def task_folder(config: Any, books_path: str) -> str:
+  """Where the task built from ``books_path`` with this config's fields lives in the
+  cache: keyed by the books' files, the fields and the code that writes it."""
+  version = repr([(f, core.option(config, f)) for f in TASK_FIELDS])
+  key = cache.key_path(dataset.cache_root(config), "cbt-books", books_path, version,
+                       decoder=[sys.modules[__name__], cbt, books])
+  return os.path.splitext(key)[0]
+
+
+def _write_once(config: Any, books_path: str, folder: str) -> None:
+  """Writes the task into ``folder`` unless it is there; atomically, so that a run
+  stopped half-way or a concurrent run never leaves half a task behind."""
+  if os.path.isdir(folder):
+    return
+  parent = os.path.dirname(folder)
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(dir=parent, prefix=os.path.basename(folder) + ".tmp")
+  try:
+    write_task(books.read_books(books_path), config, tmp)
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; a shared cache must be readable.
+    os.replace(tmp, folder)
+    _log.info("Wrote the CBT-style task built from %s to %s", books_path, folder)
+  except OSError:
+    if not os.path.isdir(folder):
+      raise
+  finally:
+    if os.path.isdir(tmp):
+      shutil.rmtree(tmp)
+
+
+def load_cbt_books(config: Any, auto: bool) -> core.Dataset:
+  del auto
+  word_type, _ = cbt.check_options(config)
+  if word_type != "NE":
+    raise core.DataError(f"cbt_books builds named-entity questions only; got "
+                         f"word_type={word_type!r}. Set --config.data.word_type=NE.")
+  books_path = _books_path(config)
+  if not cache.enabled(config):
+    # Nothing may stay behind: the task is written to a folder deleted after reading.
+    with tempfile.TemporaryDirectory(prefix="lnorm-cbt-books-") as tmp:
+      write_task(books.read_books(books_path), config, tmp)
+      return cbt.load_files(config, _files(tmp), "cbt_books", _source_note(tmp),
+                            [sys.modules[__name__]])
+  folder = task_folder(config, books_path)
+  _write_once(config, books_path, folder)
+  return cbt.load_files(config, _files(folder), "cbt_books", _source_note(folder),
+                        [sys.modules[__name__]])
+
+
+def _source_note(folder: str) -> str:
+  with open(os.path.join(folder, SOURCE_NOTE), encoding="utf-8") as f:
+    return f.read().strip()
+
+
+def _files(folder: str) -> dict[str, str]:
+  found = cbt.split_files(os.path.join(folder, cbt.NAME), "NE")
+  if found is None or "test" not in found:
+    raise core.DataError(f"cbt_books: {folder} does not hold the three task files; "
+                         "delete it and run again.")
+  return found

@@ -1,0 +1,261 @@
+"""The Children's Book Test format (lnorm.data.cloze.cbt) on fixture files the tests
+write, its mapping onto the reader's arrays, and the CBT-style task built from books
+(lnorm.data.cloze.books, data.source=cbt_books)."""
+
+import os
+
+import numpy as np
+import pytest
+
+from lnorm import data
+from lnorm.data.cloze import books as cloze_books
+from lnorm.data.cloze import cbt
+from lnorm.data.core import DataError, DatasetNotFoundError, MalformedDataError
+
+NAMES = ["Anna", "Ben", "Cora", "Dan", "Eve", "Finn", "Gus", "Hal", "Ida", "Jo"]
+
+
+def example(answer="Ben", query="then XXXXX smiled at Anna .", filler="it rained ."):
+  """A CBT example: Anna in sentences 1 and 19, Ben in 20, Cora in 5 (the other
+  sentences are filler)."""
+  context = [filler.split() for _ in range(20)]
+  context[0] = "Anna came home .".split()
+  context[4] = "Cora waited .".split()
+  context[18] = "Anna sat down .".split()
+  context[19] = "Ben came in too .".split()
+  return cbt.CbtExample(tuple(map(tuple, context)), tuple(query.split()), answer,
+                        tuple(sorted(NAMES)))
+
+
+def write(folder, word_type="NE", train=None, valid=None, test=None):
+  os.makedirs(folder, exist_ok=True)
+  for name, examples in (("train", train), ("valid_2000ex", valid), ("test_2500ex", test)):
+    if examples is not None:
+      cbt.write_file(os.path.join(folder, f"cbtest_{word_type}_{name}.txt"), examples)
+
+
+def test_the_format_round_trips():
+  e = example()
+  text = cbt.format_example(e)
+  lines = text.splitlines()
+  assert len(lines) == 21 and lines[0] == "1 Anna came home ." and lines[1] == "2 it rained ."
+  assert lines[20] == ("21 then XXXXX smiled at Anna .\tBen\t\t"
+                       "Anna|Ben|Cora|Dan|Eve|Finn|Gus|Hal|Ida|Jo")
+  assert cbt.parse(text + "\n" + text + "\n", "f.txt") == [e, e]
+
+
+@pytest.mark.parametrize("edit, problem", [
+    # The second example starts at line 23 (21 lines and a blank line before it).
+    (lambda lines: lines[:22 + 5] + lines[22 + 6:], "example at line 23 has 20 lines"),
+    (lambda lines: lines[:22 + 20] + [lines[42].replace("XXXXX", "Ben")] + lines[43:],
+     "line 43 .*query holds 0 XXXXX"),
+    (lambda lines: lines[:42] + [lines[42].replace("\tBen\t", "\tZed\t")] + lines[43:],
+     "line 43 .*answer 'Zed' is not among the candidates"),
+    (lambda lines: lines[:42] + [lines[42].split("\t")[0]] + lines[43:],
+     "line 43 .*holds 0 tabs"),
+    (lambda lines: lines[:24] + ["7 it rained ."] + lines[25:],
+     "line 25 .*starts with '7', not '3 '"),
+])
+def test_a_malformed_file_names_the_file_and_the_line(tmp_path, edit, problem):
+  lines = (cbt.format_example(example()) + "\n" + cbt.format_example(example())).split("\n")
+  assert lines[21] == "" and lines[22].startswith("1 ") and lines[42].startswith("21 ")
+  path = tmp_path / "cbt" / "cbtest_NE_train.txt"
+  write(str(tmp_path / "cbt"), valid=[example()])
+  path.write_text("\n".join(edit(lines)))
+  with pytest.raises(MalformedDataError, match=problem) as e:
+    data.load("cloze", {"source": "cbt", "data_dir": str(tmp_path), "use_cache": False})
+  assert "cbtest_NE_train.txt" in str(e.value)
+
+
+def load(tmp_path, **fields):
+  return data.load("cloze", {"source": "cbt", "data_dir": str(tmp_path),
+                             "use_cache": False, "vocab_size": 60, **fields})
+
+
+def test_candidates_become_the_entities(tmp_path):
+  ben = example()
+  anna = example("Anna", "then Ben smiled at XXXXX .")
+  write(str(tmp_path / "cbt"), train=[ben, anna], valid=[ben], test=[anna])
+  ds = load(tmp_path)
+  assert ds.info["num_entities"] == 10 and ds.info["word_type"] == "NE"
+  vocab, a = ds.info["vocabulary"], ds.splits["train"]
+  assert vocab[:4] == ("<pad>", "<oov>", "@placeholder", "@entity0")
+  assert a["candidate_mask"].shape == (2, 10) and a["candidate_mask"].all()
+  for i, e in enumerate((ben, anna)):
+    passage = [vocab[t] for t in a["passage"][i, :a["passage_length"][i]]]
+    question = [vocab[t] for t in a["question"][i, :a["question_length"][i]]]
+    names = {w: m for w, m in zip(sum(e.context, ()), passage) if w in NAMES}
+    # Every occurrence of a candidate is its marker; other words are lower-cased.
+    assert set(names) == {"Anna", "Ben", "Cora"}
+    assert len(set(names.values())) == 3 and all(m.startswith("@entity") for m in names.values())
+    assert [w for w in passage if not w.startswith("@")][:3] == ["came", "home", "."]
+    assert question.count("@placeholder") == 1 and question[0] == "then"
+    assert f"@entity{a['answer'][i]}" == names[e.answer]
+  # Hand-computed baselines: Anna twice in each passage, Ben once: the most frequent
+  # candidate answers the second question only.
+  assert ds.info["baselines"]["train"] == {"most_frequent_candidate_accuracy": 0.5,
+                                           "chance_accuracy": pytest.approx(0.1)}
+  assert ds.info["num_questions"] == {"train": 2, "validation": 1, "test": 1}
+  assert "train: 2 questions" in ds.notes and "chance 0.100" in ds.notes
+
+
+def test_numbering_is_random_per_example(tmp_path):
+  write(str(tmp_path / "cbt"), train=[example()] * 40, valid=[example()])
+  answers = load(tmp_path).splits["train"]["answer"]
+  assert len(set(answers.tolist())) > 5  # Ben's marker is not always the same number.
+
+
+def test_context_sentences_keeps_the_last_ones_and_counts_the_unanswerable(tmp_path):
+  ben = example()
+  anna_only_early = example("Cora", "then XXXXX smiled .")  # Cora is in sentence 5.
+  write(str(tmp_path / "cbt"), train=[ben, anna_only_early], valid=[ben])
+  ds = load(tmp_path, context_sentences=2)
+  a, vocab = ds.splits["train"], ds.info["vocabulary"]
+  assert ds.num_examples("train") == 1
+  words = [vocab[t] for t in a["passage"][0, :a["passage_length"][0]]]
+  assert len(words) == 4 + 5 and words[1:] == ["sat", "down", ".", words[4], "came", "in",
+                                                "too", "."]
+  assert "1 without the answer in the passage dropped" in ds.notes
+  with pytest.raises(DataError, match="context_sentences"):
+    load(tmp_path, context_sentences=21)
+
+
+def test_question_window_keeps_the_words_around_the_blank(tmp_path):
+  write(str(tmp_path / "cbt"), train=[example(query="a b then XXXXX smiled at Anna .")],
+        valid=[example(query="XXXXX smiled .")])
+  ds = load(tmp_path, question_window=2)
+  vocab = ds.info["vocabulary"]
+  for split, expected in (("train", ["b", "then", "@placeholder", "smiled", "at"]),
+                          ("validation", ["@placeholder", "smiled", "."])):
+    a = ds.splits[split]
+    assert [vocab[t] for t in a["question"][0, :a["question_length"][0]]] == expected
+  assert "questions cut to 2 tokens either side of the blank" in ds.notes
+
+
+def test_word_type_picks_the_files_and_the_layouts(tmp_path):
+  write(str(tmp_path / "CBTest" / "data"), "CN", train=[example()], valid=[example()])
+  assert load(tmp_path, word_type="CN").info["files"] == {
+      "train": "cbtest_CN_train.txt", "validation": "cbtest_CN_valid_2000ex.txt"}
+  with pytest.raises(DatasetNotFoundError, match="cbtest_NE_"):
+    load(tmp_path)
+  with pytest.raises(DataError, match="word_type must be one of"):
+    load(tmp_path, word_type="XX")
+
+
+# --- the CBT-style task built from books ---------------------------------------------------
+
+
+def test_cbt_examples_by_hand():
+  # 20 context sentences naming Anna (twice), Ben and Cora, then a query naming Ben
+  # twice and Anna once: only Anna can be blanked. The context has 2 other entities,
+  # so 7 candidates come from the rest of the book (Dan .. Jo, never in the context).
+  sentences = [["Anna", "ran", "."], ["Ben", "sat", "."], ["Cora", "sang", "."],
+               ["Anna", "hid", "."]] + [["it", "rained", "."]] * 16
+  sentences += [["Ben", "saw", "Anna", "and", "Ben", "."]]
+  sentences += [[n, "left", "."] for n in NAMES[3:]]
+  # The later sentences ("Dan left .", ...) name no entity of their contexts.
+  (only,) = cloze_books.cbt_examples(sentences, frozenset(NAMES),
+                                     np.random.default_rng(0))
+  assert only.context == tuple(map(tuple, sentences[:20]))
+  assert only.query == ("Ben", "saw", "XXXXX", "and", "Ben", ".")
+  assert only.answer == "Anna" and only.candidates == tuple(sorted(NAMES))
+
+
+def test_cbt_examples_skip_a_book_too_small_for_ten_candidates():
+  sentences = [["Anna", "ran", "."]] * 20 + [["then", "Anna", "slept", "."]]
+  assert cloze_books.cbt_examples(sentences, frozenset(NAMES),
+                                  np.random.default_rng(0)) == []
+
+
+def book(k, rng):
+  """A book of 60 sentences, each naming two of ten characters of its own: sentence j
+  names character j mod 10 and another drawn at random, so every 20 sentences name
+  all ten."""
+  names = [f"{n}{chr(97 + k)}" for n in NAMES]
+  lines = []
+  for j in range(60):
+    other = (j + 1 + rng.integers(9)) % 10
+    lines.append(f"then {names[j % 10]} met {names[other]} by the "
+                 f"{rng.choice(['sea', 'hill'])} .")
+  return "\n".join(lines) + "\n"
+
+
+def write_books(folder, count=6):
+  os.makedirs(folder)
+  rng = np.random.default_rng(0)
+  for k in range(count):
+    with open(os.path.join(folder, f"book{k}.txt"), "w") as f:
+      f.write(book(k, rng))
+
+
+def test_cbt_books_writes_the_task_into_the_cache_and_reads_it_back(tmp_path):
+  write_books(str(tmp_path / "data" / "books"))
+  before = sorted(os.walk(tmp_path / "data"))
+  config = {"source": "cbt_books", "data_dir": str(tmp_path / "data"),
+            "cache_dir": str(tmp_path / "cache"), "vocab_size": 200,
+            "validation_books": 1, "test_books": 1, "min_entity_count": 1}
+  ds = data.load("cloze", config)
+  assert sorted(os.walk(tmp_path / "data")) == before  # Nothing written into the data.
+  (folder,) = [f for f in os.listdir(tmp_path / "cache") if f.startswith("cbt-books-")]
+  files = cbt.split_files(str(tmp_path / "cache" / folder / "cbt"), "NE")
+  written = {s: cbt.read_file(p) for s, p in files.items()}
+  # One question per sentence after the first 20 (each names 2 entities in context).
+  assert {s: len(e) for s, e in written.items()} == {"train": 160, "validation": 40,
+                                                      "test": 40}
+  assert os.path.basename(files["validation"]) == "cbtest_NE_valid_40ex.txt"
+  assert ds.info["num_questions"] == {"train": 160, "validation": 40, "test": 40}
+  for examples in written.values():
+    for e in examples:
+      context = {w for s in e.context for w in s}
+      assert e.answer in context and e.query.count("XXXXX") == 1
+      assert e.answer not in e.query and len(set(e.candidates)) == 10
+      suffix = e.answer[-1]  # Every candidate is a character of the same book.
+      assert all(c[-1] == suffix for c in e.candidates)
+  # Splits by book.
+  books_of = {s: {e.answer[-1] for e in ex_} for s, ex_ in written.items()}
+  assert len(books_of["validation"]) == len(books_of["test"]) == 1
+  assert not books_of["train"] & (books_of["validation"] | books_of["test"])
+  # The baselines of the anonymised arrays, counted again on the written words.
+  for split, examples in written.items():
+    hits = []
+    for e in examples:
+      words = [w for s in e.context for w in s]
+      count = {c: words.count(c) for c in e.candidates}
+      top = max(count.values())
+      hits.append(next(w for w in words if count.get(w) == top) == e.answer)
+    base = ds.info["baselines"][split]
+    assert base["most_frequent_candidate_accuracy"] == pytest.approx(np.mean(hits))
+    assert base["chance_accuracy"] == pytest.approx(0.1)
+  # A second load reads the written files again instead of rewriting them.
+  stamp = os.stat(files["train"]).st_mtime_ns
+  again = data.load("cloze", config)
+  assert os.stat(files["train"]).st_mtime_ns == stamp
+  np.testing.assert_array_equal(again.splits["train"]["passage"],
+                                ds.splits["train"]["passage"])
+
+
+def test_cbt_books_without_the_cache_leaves_nothing_behind(tmp_path):
+  write_books(str(tmp_path / "data" / "books"), count=4)
+  ds = data.load("cloze", {"source": "cbt_books", "data_dir": str(tmp_path / "data"),
+                           "cache_dir": str(tmp_path / "cache"), "use_cache": False,
+                           "vocab_size": 200, "validation_books": 1, "test_books": 1,
+                           "min_entity_count": 1})
+  assert ds.num_examples("train") == 80 and not os.path.exists(tmp_path / "cache")
+  with pytest.raises(DataError, match="named-entity questions only"):
+    data.load("cloze", {"source": "cbt_books", "data_dir": str(tmp_path / "data"),
+                        "word_type": "CN"})
+
+
+@pytest.mark.real_data("books", "gutenberg_tokenized.tar.gz")
+def test_cbt_books_on_the_gutenberg_corpus(tmp_path):
+  ds = data.load("cloze", {"source": "cbt_books", "cache_dir": str(tmp_path),
+                           "vocab_size": 10000, "max_passage_tokens": 1200,
+                           "max_question_tokens": 120})
+  sizes = ds.info["num_questions"]
+  # 17 books, one question per qualifying sentence: about 9.4k train, 1.9k
+  # validation, 4.6k test questions.
+  assert sizes["train"] > 9000 and sizes["validation"] > 1800 and sizes["test"] > 4500
+  for base in ds.info["baselines"].values():
+    assert base["chance_accuracy"] == pytest.approx(0.1)
+    assert 0.2 < base["most_frequent_candidate_accuracy"] < 0.5
+  assert ds.splits["train"]["candidate_mask"].sum(1).min() == 10
