@@ -205,8 +205,9 @@ def _hashable(value: Any) -> Any:
 
 
 def setting_name(setting: Mapping[str, Any], keys: Sequence[str]) -> str:
-  """``norm=ln,batch_size=4``: the values of ``keys`` in ``setting``."""
-  return ",".join(f"{k}={format_value(setting.get(k))}" for k in keys)
+  """``norm=ln,batch_size=4``: the values of ``keys`` in ``setting``; a key the setting
+  does not set is left out (a sweep member that keeps the config's value)."""
+  return ",".join(f"{k}={format_value(setting[k])}" for k in keys if k in setting)
 
 
 def format_value(value: Any) -> str:
