@@ -77,6 +77,9 @@ def get_config(arg=None):
   c.optimizer.name = "adam"
   c.optimizer.learning_rate = 8e-5  # The authors' code.
   c.optimizer.clip_global_norm = 10.0
+  # As the authors' code computes it: no clipping under a norm of 100, then 10*sqrt(n)
+  # (lnorm.training.optim.clip_like_attentive_reader_code); "standard" clips at 10.
+  c.optimizer.clip_global_norm_rule = "attentive_reader_code"
   c.max_steps = 800_000  # Figure 2's x axis (updates).
   c.num_epochs = 1  # Unused while max_steps > 0.
   c.eval_splits = ("validation",)  # The paper reports validation curves only.

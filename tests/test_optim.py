@@ -166,3 +166,27 @@ def test_elementwise_pattern_matching_nothing_is_an_error():
   with pytest.raises(ConfigError, match="'output' matches no parameter.*layer_0, "
                      "layer_1, mixture"):
     _sgd_update(config, HANDWRITING_LIKE)
+
+
+def test_the_attentive_reader_codes_clip_leaves_norms_under_the_square_alone():
+  config = ml_collections.ConfigDict({"name": "sgd", "learning_rate": 1.0,
+                                      "clip_global_norm": 10.0,
+                                      "clip_global_norm_rule": "attentive_reader_code"})
+  tx = optim.make_optimizer(config)
+  small = {"w": jnp.array([30.0, 40.0])}  # norm 50 < 10**2: untouched
+  update, _ = tx.update(small, tx.init(small))
+  np.testing.assert_allclose(update["w"], [-30.0, -40.0])
+  large = {"w": jnp.array([240.0, 320.0])}  # norm 400: times 10 / sqrt(400) = 0.5
+  update, _ = tx.update(large, tx.init(large))
+  np.testing.assert_allclose(update["w"], [-120.0, -160.0], rtol=1e-6)
+  standard = optim.make_optimizer(ml_collections.ConfigDict(
+      {"name": "sgd", "learning_rate": 1.0, "clip_global_norm": 10.0}))
+  update, _ = standard.update(small, standard.init(small))
+  np.testing.assert_allclose(update["w"], [-6.0, -8.0], rtol=1e-6)
+
+
+def test_an_unknown_clip_rule_names_the_choices():
+  config = ml_collections.ConfigDict({"name": "sgd", "learning_rate": 1.0,
+                                      "clip_global_norm": 1.0, "clip_global_norm_rule": "sqrt"})
+  with pytest.raises(ConfigError, match="attentive_reader_code"):
+    optim.make_optimizer(config)

@@ -333,4 +333,4 @@ def test_invariance_command(capsys):
   if importlib.util.find_spec(module) is None:
     pytest.skip(f"{module} does not exist yet")
   assert cli.main(["invariance"]) == 0
-  assert "Matches LN paper Table 1." in capsys.readouterr().out
+  assert "Matches LN paper Table 1 and the RMSNorm paper's rows." in capsys.readouterr().out

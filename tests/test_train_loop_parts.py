@@ -15,7 +15,7 @@ from lnorm.errors import ConfigError
 from lnorm.training import defaults
 from lnorm.training import loop
 from lnorm.training.metrics_writer import wandb_mode
-from lnorm.training.optim import make_optimizer
+from lnorm.training.optim import clip_stages, make_optimizer
 
 
 # --- clipping -----------------------------------------------------------------------------
@@ -29,16 +29,37 @@ GRADS = [
 ]
 
 
+#: The metric each clip's fraction goes to -> its optimizer field.
+FIELDS = {"clipped_fraction": "clip_global_norm", "tensor_clipped_fraction": "clip_tensor_norm"}
+
+
 def indicators(grads, **thresholds):
-  out = loop.clip_indicators(jax.tree.map(jnp.asarray, grads), thresholds)
+  stages = clip_stages({FIELDS[k]: v for k, v in thresholds.items()})
+  out = loop.clip_indicators(jax.tree.map(jnp.asarray, grads), stages)
   return {k: float(v) for k, v in out.items()}
 
 
-def test_clip_thresholds_follow_the_optimizer_config():
-  assert loop.clip_thresholds({"clip_global_norm": 0.0, "clip_tensor_norm": 0.0}) == {}
-  assert loop.clip_thresholds({"clip_global_norm": 5.0}) == {"clipped_fraction": 5.0}
-  assert loop.clip_thresholds({"clip_global_norm": 5.0, "clip_tensor_norm": 2.0}) == {
-      "clipped_fraction": 5.0, "tensor_clipped_fraction": 2.0}
+def test_clip_stages_follow_the_optimizer_config():
+  metrics = lambda config: [s.metric for s in clip_stages(config)]
+  assert metrics({"clip_global_norm": 0.0, "clip_tensor_norm": 0.0}) == []
+  assert metrics({"clip_global_norm": 5.0}) == ["clipped_fraction"]
+  assert metrics({"clip_global_norm": 5.0, "clip_tensor_norm": 2.0}) == [
+      "tensor_clipped_fraction", "clipped_fraction"]
+  assert metrics({"clip_elementwise": {"w": 1.0}, "clip_global_norm": 5.0}) == [
+      "elementwise_clipped_fraction", "clipped_fraction"]
+
+
+def test_the_global_clip_sees_what_the_elementwise_clip_left():
+  # (3, 4) clipped element-wise at 1 is (1, 1), of norm 1.41 under the global clip of 2.
+  stages = clip_stages({"clip_elementwise": {"w": 1.0}, "clip_global_norm": 2.0})
+  grads = {"w": jnp.array([3.0, 4.0]), "v": jnp.array([0.0])}
+  out = loop.clip_indicators(grads, stages)
+  assert {k: float(v) for k, v in out.items()} == {
+      "elementwise_clipped_fraction": 1.0, "clipped_fraction": 0.0}
+  small = {"w": jnp.array([0.5, -0.5]), "v": jnp.array([9.0])}  # v: no bound, norm 9.03
+  out = loop.clip_indicators(small, stages)
+  assert {k: float(v) for k, v in out.items()} == {
+      "elementwise_clipped_fraction": 0.0, "clipped_fraction": 1.0}
 
 
 def test_global_clip_acts_when_the_raw_norm_reaches_the_threshold():
@@ -113,8 +134,8 @@ def test_every_step_of_a_fused_call_counts_towards_the_clipped_fraction():
   # Learning rate 0: the parameters stay at zero, so step i's gradient is -GRADS[i].
   state = loop.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.0),
                                  batch_stats={})
-  step = loop.make_train_step(task, model, {"tensor_clipped_fraction": 1.5,
-                                            "clipped_fraction": 1.6})
+  step = loop.make_train_step(task, model, clip_stages({"clip_tensor_norm": 1.5,
+                                                        "clip_global_norm": 1.6}))
   chunk = jax.jit(loop.make_train_chunk(step))
   batches = {k: jnp.asarray(np.stack([g[k] for g in GRADS]))[:, None] for k in ("w", "v")}
   host = loop._host_init()
@@ -141,7 +162,7 @@ def test_no_clip_no_fraction():
   params = model.init(jax.random.key(0), None)["params"]
   state = loop.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.0),
                                  batch_stats={})
-  step = jax.jit(loop.make_train_step(task, model, {}))
+  step = jax.jit(loop.make_train_step(task, model, []))
   _, out = step(state, {k: jnp.asarray(GRADS[0][k])[None] for k in ("w", "v")},
                 jax.random.key(1))
   assert out["clips"] == {} and float(out["grad_norm"]) == pytest.approx(5.0)

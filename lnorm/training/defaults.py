@@ -79,6 +79,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.optimizer.name = "adam"  # One of lnorm.training.optim.OPTIMIZERS.
   c.optimizer.learning_rate = 1e-3
   c.optimizer.clip_global_norm = 0.0  # Clip the global gradient norm (0: off).
+  # How clip_global_norm applies (lnorm.training.optim.GLOBAL_CLIP_RULES): "standard",
+  # or "attentive_reader_code", the attentive-reader authors' code's miscomputed clip.
+  c.optimizer.clip_global_norm_rule = "standard"
   c.optimizer.clip_tensor_norm = 0.0  # Clip each gradient tensor's norm (0: off).
 
   c.data = ml_collections.ConfigDict()

@@ -47,7 +47,7 @@ import logging
 import os
 import signal
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Sequence
 
 import flax.linen as nn
 import jax
@@ -67,6 +67,7 @@ from lnorm.training import parallel
 from lnorm.training import workdir as workdir_lib
 from lnorm.training.checkpoint import Checkpointer, abstract_like
 from lnorm.training.metrics_writer import MetricWriter
+from lnorm.training import optim
 from lnorm.training.optim import make_optimizer
 from lnorm.training.task import Task, load_task
 
@@ -103,43 +104,19 @@ def _norms(grads, params, updates) -> dict[str, jax.Array]:
           "update_norm": _global_norm(updates)}
 
 
-#: Metric name -> the optimizer field whose clip it counts.
-CLIP_METRICS = {"tensor_clipped_fraction": "clip_tensor_norm",
-                "clipped_fraction": "clip_global_norm"}
-
-
-def clip_thresholds(optimizer: Mapping[str, Any]) -> dict[str, float]:
-  """The clips an ``optimizer`` config turns on: CLIP_METRICS name -> threshold."""
-  return {name: float(optimizer.get(field, 0.0) or 0.0) for name, field in CLIP_METRICS.items()
-          if optimizer.get(field, 0.0)}
-
-
-def clip_indicators(grads, thresholds: Mapping[str, float]) -> dict[str, jax.Array]:
-  """Whether the clips of ``thresholds`` rescaled this gradient: 1.0 or 0.0 each.
-
-  Follows ``lnorm.training.optim.make_optimizer``: the per-tensor clip acts first, on
-  the raw gradient, when a tensor's norm exceeds its threshold; the global-norm clip
-  then sees what the per-tensor clip left (each tensor's norm capped at its threshold)
-  and acts, as optax's does, when that norm reaches its threshold. One read of the
-  gradient, the one the clips make themselves.
-  """
-  if not thresholds:
-    return {}
-  squares = [jnp.sum(jnp.square(g.astype(jnp.float32))) for g in jax.tree.leaves(grads)]
+def clip_indicators(grads, stages: Sequence[optim.ClipStage]) -> dict[str, jax.Array]:
+  """Whether each clip of ``stages`` (``lnorm.training.optim.clip_stages``) changed
+  this gradient: 1.0 or 0.0 each. The stages run in the optimizer's order, each on what
+  the previous ones left, with the optimizer's own functions."""
   out = {}
-  tensor_max = thresholds.get("tensor_clipped_fraction")
-  if tensor_max is not None:
-    norms = jnp.sqrt(jnp.stack(squares))
-    out["tensor_clipped_fraction"] = jnp.any(norms > tensor_max)
-    squares = [jnp.sum(jnp.square(jnp.minimum(norms, tensor_max)))]
-  global_max = thresholds.get("clipped_fraction")
-  if global_max is not None:
-    out["clipped_fraction"] = jnp.sqrt(sum(squares)) >= global_max
-  return {k: v.astype(jnp.float32) for k, v in out.items()}
+  for clip in stages:
+    grads, acted = clip.apply(grads)
+    out[clip.metric] = jnp.asarray(acted).astype(jnp.float32)
+  return out
 
 
 def make_train_step(task: Task, model: nn.Module,
-                    clips: Mapping[str, float] | None = None) -> Callable:
+                    clips: Sequence[optim.ClipStage] | None = None) -> Callable:
   """One optimisation step: ``(state, batch, rng, measure_norms) -> (state, metrics)``.
 
   The gradient, parameter and update norms read every parameter three more times: for
@@ -150,7 +127,7 @@ def make_train_step(task: Task, model: nn.Module,
   at every step.
   """
   if clips is None:
-    clips = clip_thresholds(task.config.get("optimizer") or {})
+    clips = optim.clip_stages(task.config.get("optimizer") or {})
 
   def train_step(state: TrainState, batch, rng, measure_norms=True):
     step_rng = jax.random.fold_in(rng, state.step)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -77,20 +77,69 @@ OPTIMIZERS = {
 }
 
 
-def clip_by_tensor_norm(max_norm: float) -> optax.GradientTransformation:
+class ClipStage(NamedTuple):
+  """One gradient clip of an optimizer config, as a pure function of the gradients, so
+  that the optimizer applies it and the training loop can count when it acted."""
+
+  #: The training metric ``train/<metric>``: the fraction of steps the clip acted on.
+  metric: str
+  #: ``grads -> (clipped grads, whether the clip changed them)``.
+  apply: Callable[[Any], tuple[Any, jax.Array]]
+
+
+def _tensor_norm(g) -> jax.Array:
+  return jnp.sqrt(jnp.sum(jnp.square(g.astype(jnp.float32))))
+
+
+def clip_by_tensor_norm(max_norm: float):
   """Rescales each gradient tensor on its own to norm at most ``max_norm`` (the
   order-embeddings code clipped per tensor, not globally)."""
 
-  def update_fn(updates, state, params=None):
-    del params
+  def apply(grads):
+    norms = jax.tree.map(_tensor_norm, grads)
+    clipped = jax.tree.map(
+        lambda g, n: g * jnp.minimum(1.0, max_norm / jnp.maximum(n, 1e-12)).astype(g.dtype),
+        grads, norms)
+    return clipped, jnp.any(jnp.stack(jax.tree.leaves(norms)) > max_norm)
 
-    def clip(g):
-      norm = jnp.sqrt(jnp.sum(jnp.square(g.astype(jnp.float32))))
-      return g * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-12)).astype(g.dtype)
+  return apply
 
-    return jax.tree.map(clip, updates), state
 
-  return optax.GradientTransformation(lambda params: optax.EmptyState(), update_fn)
+def clip_by_global_norm(max_norm: float):
+  """optax's ``clip_by_global_norm``: rescales the gradient to norm ``max_norm`` when
+  its norm reaches it."""
+
+  def apply(grads):
+    norm = optax.tree.norm(jax.tree.map(lambda g: g.astype(jnp.float32), grads))
+    acted = norm >= max_norm
+    scale = jnp.where(acted, max_norm / jnp.maximum(norm, 1e-12), 1.0)
+    return jax.tree.map(lambda g: g * scale.astype(g.dtype), grads), acted
+
+  return apply
+
+
+def clip_like_attentive_reader_code(max_norm: float):
+  """The global clip as the attentive reader's Theano code computes it
+  (``Attentive_reader``, branch ``bn``): its norm helper returns the norm where the
+  caller expects the squared norm, so a gradient of norm n is left alone while
+  ``n <= max_norm**2`` and otherwise rescaled by ``max_norm / sqrt(n)``, to norm
+  ``max_norm * sqrt(n)``. At their clip of 10 nothing under 100 is clipped, and a
+  norm of 228 becomes 151, where the clip the paper states would make it 10."""
+
+  def apply(grads):
+    norm = optax.tree.norm(jax.tree.map(lambda g: g.astype(jnp.float32), grads))
+    acted = norm > max_norm**2
+    scale = jnp.where(acted, max_norm / jnp.sqrt(jnp.maximum(norm, 1e-12)), 1.0)
+    return jax.tree.map(lambda g: g * scale.astype(g.dtype), grads), acted
+
+  return apply
+
+
+#: ``optimizer.clip_global_norm_rule``: how ``clip_global_norm`` is applied.
+GLOBAL_CLIP_RULES = {
+    "standard": clip_by_global_norm,
+    "attentive_reader_code": clip_like_attentive_reader_code,
+}
 
 
 def parameter_path(path) -> str:
@@ -126,7 +175,7 @@ def elementwise_bounds(bounds: Mapping[str, float], params) -> dict[str, float]:
   return chosen
 
 
-def clip_elementwise(bounds: Mapping[str, float]) -> optax.GradientTransformation:
+def clip_elementwise(bounds: Mapping[str, float]):
   """Clips every gradient coordinate of a parameter to ``[-bound, bound]``, with the
   bound of its group: ``bounds`` maps parameter-path patterns to bounds (see
   :func:`elementwise_bounds`); parameters no pattern matches are not clipped.
@@ -140,38 +189,69 @@ def clip_elementwise(bounds: Mapping[str, float]) -> optax.GradientTransformatio
   and only the parameter gradients it produces are clipped, one coordinate at a time.
   """
 
+  def apply(grads):
+    chosen = elementwise_bounds(bounds, grads)
+    acted = []
+
+    def clip(path, g):
+      bound = chosen.get(parameter_path(path))
+      if bound is None:
+        return g
+      acted.append(jnp.any(jnp.abs(g) > bound))
+      return jnp.clip(g, -bound, bound)
+
+    clipped = jax.tree_util.tree_map_with_path(clip, grads)
+    return clipped, jnp.any(jnp.stack(acted)) if acted else jnp.asarray(False)
+
+  return apply
+
+
+def clip_stages(config: Mapping[str, Any]) -> list[ClipStage]:
+  """The clips an ``optimizer`` config turns on, in the order they apply:
+  ``clip_elementwise`` (a mapping of parameter-path patterns to bounds; absent or
+  empty: off), ``clip_tensor_norm`` and ``clip_global_norm`` (0 disables a clip; the
+  latter by ``clip_global_norm_rule``, one of GLOBAL_CLIP_RULES)."""
+  stages = []
+  elementwise = _as_mapping(config.get("clip_elementwise"))
+  if any(float(b or 0) > 0 for b in elementwise.values()):
+    stages.append(ClipStage("elementwise_clipped_fraction", clip_elementwise(elementwise)))
+  if config.get("clip_tensor_norm", 0.0):
+    stages.append(ClipStage("tensor_clipped_fraction",
+                            clip_by_tensor_norm(float(config["clip_tensor_norm"]))))
+  if config.get("clip_global_norm", 0.0):
+    rule = config.get("clip_global_norm_rule", None) or "standard"
+    if rule not in GLOBAL_CLIP_RULES:
+      raise ConfigError(f"Unknown optimizer.clip_global_norm_rule {rule!r}. Valid choices: "
+                        f"{', '.join(GLOBAL_CLIP_RULES)}.")
+    stages.append(ClipStage("clipped_fraction",
+                            GLOBAL_CLIP_RULES[rule](float(config["clip_global_norm"]))))
+  return stages
+
+
+def _as_transformation(stage: ClipStage, init_check=None) -> optax.GradientTransformation:
   def init_fn(params):
-    elementwise_bounds(bounds, params)  # Fails early on a pattern that matches nothing.
+    if init_check is not None:
+      init_check(params)
     return optax.EmptyState()
 
   def update_fn(updates, state, params=None):
     del params
-    chosen = elementwise_bounds(bounds, updates)
-
-    def clip(path, g):
-      bound = chosen.get(parameter_path(path))
-      return g if bound is None else jnp.clip(g, -bound, bound)
-
-    return jax.tree_util.tree_map_with_path(clip, updates), state
+    return stage.apply(updates)[0], state
 
   return optax.GradientTransformation(init_fn, update_fn)
 
 
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
-  """``config`` is the ``optimizer`` block: name, learning_rate, clip_elementwise (a
-  mapping of parameter-path patterns to bounds; absent or empty: off),
-  clip_tensor_norm and clip_global_norm (0 disables a clip), applied in that order."""
+  """``config`` is the ``optimizer`` block: name, learning_rate, and the clips of
+  :func:`clip_stages`, applied in that order before the optimizer."""
   if config.name not in OPTIMIZERS:
     raise ConfigError(f"Unknown optimizer {config.name!r}. Valid choices: "
                       f"{', '.join(OPTIMIZERS)}.")
-  chain = []
   elementwise = _as_mapping(config.get("clip_elementwise"))
-  if any(float(b or 0) > 0 for b in elementwise.values()):
-    chain.append(clip_elementwise(elementwise))
-  if config.get("clip_tensor_norm", 0.0):
-    chain.append(clip_by_tensor_norm(config.clip_tensor_norm))
-  if config.get("clip_global_norm", 0.0):
-    chain.append(optax.clip_by_global_norm(config.clip_global_norm))
+  # A pattern that matches no parameter fails at init, before training starts.
+  check = lambda params: elementwise_bounds(elementwise, params)
+  chain = [_as_transformation(s, check if s.metric == "elementwise_clipped_fraction"
+                              else None) for s in clip_stages(config)]
   chain.append(OPTIMIZERS[config.name](config))
   return optax.chain(*chain)
 
