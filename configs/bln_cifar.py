@@ -1,4 +1,4 @@
-r"""CIFAR-10 with the modified LeNet-5: BLN paper sec. 4.1 (REFERENCE.md sec. 8).
+r"""CIFAR-10 with the modified LeNet-5: BLN paper sec. 4.1 (docs/experiments.md, sec. 8).
 
 conv 6@5x5 'same' tanh -> avg-pool 2 -> norm -> conv 16@5x5 'valid' tanh -> avg-pool 2
 -> norm -> dense 120 tanh -> norm -> dense 84 tanh -> norm -> dense 10, with the norm

@@ -1,4 +1,5 @@
-r"""IMDB sentiment with a two-layer LSTM: BLN paper sec. 4.2 (REFERENCE.md sec. 8).
+r"""IMDB sentiment with a two-layer LSTM: BLN paper sec. 4.2
+(docs/experiments.md, sec. 8).
 
 embedding 512 -> LSTM 128 (all states) -> norm -> LSTM 64 (last state) -> norm ->
 dense 32 tanh -> norm -> 1 logit, the norm one of bln, bn, ln, none; both LSTMs with

@@ -5,8 +5,8 @@ connections (input and window to every layer, every layer to the output), a soft
 window of 10 Gaussians over the one-hot text (57 symbols), and a mixture of 20
 bivariate Gaussians plus an end-of-stroke Bernoulli (121 outputs): 3,650,151 weights
 without LN (the paper: about 3.7M). Adam, batch 8, lines of up to 500 pen moves.
-``norm`` picks the LSTM: ``none`` (baseline) or ``ln`` (the LN-LSTM of REFERENCE.md
-sec. 4, in all three layers).
+``norm`` picks the LSTM: ``none`` (baseline) or ``ln`` (the LN-LSTM of
+docs/experiments.md, sec. 4, in all three layers).
 
 The paper's claim (Figure 5): LN reaches a log-likelihood comparable to the
 baseline's much faster (in updates). The paper gives no number to match.

@@ -1,5 +1,5 @@
 r"""Order-embeddings of images and captions: LN paper sec. 6.1, Table 2, Figure 1
-(REFERENCE.md sec. 7).
+(docs/experiments.md, sec. 7).
 
 Caption: word embedding 300 -> GRU 1024 (LN-GRU for norm=ln), last state, the
 caption ending with EOS; image: linear 4096 -> 1024; both L2-normalised, then |.|; the

@@ -1,5 +1,5 @@
-r"""Skip-thought vectors with GRU and LN-GRU: LN paper sec. 6.3, Table 3 (REFERENCE.md
-sec. 6).
+r"""Skip-thought vectors with GRU and LN-GRU: LN paper sec. 6.3, Table 3
+(docs/experiments.md, sec. 6).
 
 Paper settings (the defaults): vocabulary 20k, word embedding 620, GRU encoder 2400
 and two GRU decoders 2400 (previous and next sentence) conditioned through their

@@ -1,4 +1,4 @@
-"""BLN's inference-statistics search (BLN paper Algorithm 2, step 12; REFERENCE.md
+"""BLN's inference-statistics search (BLN paper Algorithm 2, step 12; docs/experiments.md,
 sec. 0): a trained BLN model evaluated under all 16 choices of population ('p') or
 mini-batch ('b') statistics for (E_B, Std_B, E_F, Std_F).
 

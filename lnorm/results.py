@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any, Mapping
 
 LN_PAPER = "Ba, Kiros & Hinton 2016 (Layer Normalization)"
-BLN_REPO = "BLN authors' repository logs (REFERENCE.md sec. 8)"
+BLN_REPO = "BLN authors' repository logs (docs/experiments.md, sec. 8)"
 
 
 @dataclasses.dataclass(frozen=True)

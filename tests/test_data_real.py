@@ -1,4 +1,4 @@
-"""The real datasets in $LNORM_DATA_DIR (CI: ../shared/data).
+"""The real datasets in $LNORM_DATA_DIR (CI: .ci/run sets it).
 
 A test whose files are missing is skipped, or fails when LNORM_REQUIRE_DATA=1 (CI
 sets it; the ``real_data`` marker of tests/conftest.py). CIFAR-10 and IMDB are

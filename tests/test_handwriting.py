@@ -1,5 +1,6 @@
 """The handwriting synthesis model against NumPy versions of Graves (2013) eq. 46-51 and
-the LN-LSTM of REFERENCE.md sec. 4; padding; the parameter count; CLI smoke runs."""
+the LN-LSTM of docs/experiments.md, sec. 4; padding; the parameter count; CLI smoke
+runs."""
 
 import json
 import os

@@ -1,5 +1,5 @@
 """The order-embeddings model and loss against NumPy versions written from the
-equations (REFERENCE.md sec. 7), padding, parameter counts, the task's fold
+equations (docs/experiments.md, sec. 7), padding, parameter counts, the task's fold
 evaluation, and CLI runs with resumption."""
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ def np_sigmoid(x):
 
 
 def np_embed_caption(p, tokens, length):
-  """Embedding -> GRU (REFERENCE.md sec. 4, no norm) over the real words -> L2 -> abs."""
+  """Embedding -> GRU (docs/experiments.md, sec. 4, no norm) over the real words -> L2
+  -> abs."""
   gru = p["gru"]["layer_0"]
   w, b = gru["input_proj"]["kernel"], gru["input_proj"]["bias"]
   u = gru["hidden_proj"]["kernel"]

@@ -1,5 +1,5 @@
-"""CIFAR-10 with the BLN paper's modified LeNet-5 (BLN paper sec. 4.1, REFERENCE.md
-sec. 8): BLN, BN, LN or no norm after each activation-and-pooling.
+"""CIFAR-10 with the BLN paper's modified LeNet-5 (BLN paper sec. 4.1,
+docs/experiments.md, sec. 8): BLN, BN, LN or no norm after each activation-and-pooling.
 
 Inputs are standardised per pixel and channel with the statistics of the training
 split actually used (the 20% subset or the whole set), as in the authors' code.

@@ -1,4 +1,5 @@
-"""The BLN paper's IMDB sentiment RNN (sec. 4.2, Figure 5; REFERENCE.md sec. 8 [code]).
+"""The BLN paper's IMDB sentiment RNN (sec. 4.2, Figure 5; docs/experiments.md,
+sec. 8 [code]).
 
   embedding 512 -> LSTM 128 (all states) -> norm -> LSTM 64 (last state) -> norm ->
   dense 32 tanh -> norm -> 1 logit

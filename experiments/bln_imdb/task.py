@@ -1,5 +1,5 @@
 """IMDB sentiment with the BLN paper's two-layer LSTM (BLN paper sec. 4.2,
-REFERENCE.md sec. 8): BLN, BN, LN or no norm after each LSTM and the dense layer.
+docs/experiments.md, sec. 8): BLN, BN, LN or no norm after each LSTM and the dense layer.
 
 Reviews arrive tokenised (lower-cased, HTML breaks stripped, punctuation split off),
 mapped to the 20,000 most frequent training words and cut to their last 80 tokens

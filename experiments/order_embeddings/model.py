@@ -1,5 +1,5 @@
 """Order-embeddings of images and captions (Vendrov et al. 2016; LN paper sec. 6.1;
-REFERENCE.md sec. 7), and the loss both are trained with.
+docs/experiments.md, sec. 7), and the loss both are trained with.
 
   caption: word embedding 300 -> GRU 1024 (LN-GRU for norm=ln), last state over the
            real tokens (the words, then EOS when the data append it, as the authors'

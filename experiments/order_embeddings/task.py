@@ -1,5 +1,5 @@
 """Order-embeddings of images and captions, GRU vs LN-GRU (LN paper sec. 6.1, Table 2,
-Figure 1; REFERENCE.md sec. 7).
+Figure 1; docs/experiments.md, sec. 7).
 
 Each row of a split is one image with its K (5) captions (``lnorm.data.image_captions``).
 Training draws one of them at random per image (the 'caption' rng stream) and takes the

@@ -1,5 +1,5 @@
 """Skip-thought vectors (Kiros et al. 2015) with GRU or LN-GRU (LN paper sec. 6.3,
-REFERENCE.md sec. 6).
+docs/experiments.md, sec. 6).
 
   sentence -> embedding -> GRU encoder -> u = the last real state
   u -> h_0 of the previous-sentence decoder, and of the next-sentence decoder
@@ -8,8 +8,9 @@ REFERENCE.md sec. 6).
 The embedding is shared by the encoder and both decoders. A decoder reads the target
 sentence shifted right by one step, with a zero vector at the first step (as in
 Kiros et al.'s code), and predicts every word and the final EOS. It is conditioned
-through its initial state only, as REFERENCE.md specifies; Kiros et al.'s Theano
-decoders also added a projection of u to every step's input.
+through its initial state only, as in Kiros et al.'s public training code
+(``training/model.py`` passes u as the decoders' ``init_state``) and the LN paper's
+runs; the original skip-thoughts model also fed u to the decoder at every step.
 
 ``norm`` (``make_gru_cell`` variant ``none`` or ``ln``) switches all three GRUs.
 """

@@ -1,4 +1,5 @@
-"""Skip-thought vectors on a corpus of books (LN paper sec. 6.3, REFERENCE.md sec. 6).
+"""Skip-thought vectors on a corpus of books (LN paper sec. 6.3, docs/experiments.md,
+sec. 6).
 
 Examples are (previous, current, next) sentences of one book (``lnorm.data.books``).
 The loss of an example is the summed token cross-entropy of both decoders over the

@@ -1,5 +1,5 @@
 """Binarized MNIST: 'train' 50k, 'validation' 10k, 'test' 10k; 'image' uint8 {0,1}
-[N, 28, 28], no labels (the DRAW experiment, REFERENCE.md sec. 2).
+[N, 28, 28], no labels (the DRAW experiment, docs/experiments.md, sec. 2).
 
 Sources: 'tfds' and 'files' give the fixed binarization of Larochelle & Murray
 (2011) that the paper used; 'derived' samples a fixed, seeded Bernoulli

@@ -1,4 +1,4 @@
-"""CIFAR-10 (Krizhevsky 2009) for the BLN experiments (REFERENCE.md sec. 8).
+"""CIFAR-10 (Krizhevsky 2009) for the BLN experiments (docs/experiments.md, sec. 8).
 
 Splits: 'train' = the 50k training images less a seeded random hold-out of
 ``validation_size`` (5,000), then optionally a seeded ``subset_fraction`` of the rest

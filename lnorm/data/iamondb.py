@@ -1,5 +1,5 @@
 """IAM On-Line Handwriting Database (Liwicki & Bunke 2005) for handwriting synthesis
-(Graves 2013 sec. 5; LN paper sec. 6.5; REFERENCE.md sec. 3).
+(Graves 2013 sec. 5; LN paper sec. 6.5; docs/experiments.md, sec. 3).
 
 Sources:
   files        the distribution's ``lineStrokes-all.tar.gz`` and ``ascii-all.tar.gz``

@@ -1,5 +1,5 @@
 """Images with several captions each, for image-caption retrieval (order-embeddings,
-LN paper sec. 6.1, REFERENCE.md sec. 7).
+LN paper sec. 6.1, docs/experiments.md, sec. 7).
 
 Splits 'train', 'validation', 'test'; one row per image:
   'image'           float32 [N, D]  image features (D from the data: 4096 for VGG)

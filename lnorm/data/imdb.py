@@ -1,4 +1,5 @@
-"""IMDB movie-review sentiment (Maas et al. 2011) for the BLN RNN (REFERENCE.md sec. 8).
+"""IMDB movie-review sentiment (Maas et al. 2011) for the BLN RNN
+(docs/experiments.md, sec. 8).
 
 Splits: 'train' = the 25k training reviews less a seeded random hold-out of
 ``validation_size`` (5,000), then optionally a seeded ``subset_fraction``;

