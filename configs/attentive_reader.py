@@ -7,7 +7,9 @@ with a shared word embedding of 240, passage and question LSTMs of 240 units wit
 learned initial states, attention and readout of 240; as in the authors' Theano code,
 dropout 0.5 on the word embeddings and on the readout, and their initialisation
 (``model.init="authors"``: 0.05 x orthogonal square matrices and LSTM gate blocks,
-Glorot-uniform for the rest); Adam lr 8e-5, batch 64, global-norm clip 10;
+Glorot-uniform for the rest); Adam lr 8e-5, batch 64, global-norm clip 10 as their
+code computes it (``optimizer.clip_global_norm_rule="attentive_reader_code"``: no
+clipping under a norm of 100, 10 sqrt(n) above; ``"standard"`` clips at 10);
 validation error against updates (800k in Figure 2). Variants: ``none`` (LSTM),
 ``bn`` (recurrent BN, gain init 0.1), ``bn_everywhere`` (also BN on the attention and
 readout layers) and ``ln`` (LN-LSTM, gain init 1.0; ``ln_gain=0.1`` for the paper's
@@ -156,7 +158,6 @@ def get_config(arg=None):
     # One step per call: a step of ~0.3 s hides the dispatch, and batches of one
     # passage length each can come in any order.
     c.steps_per_call = 1
-    c.progress_bar = False
 
   if args["smoke"]:
     c.model.embed_size = 8

@@ -50,7 +50,11 @@ def _available() -> dict[str, tuple[str, str]]:
 def build_parser(command: str | None) -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
       prog="lnorm", description="Layer Normalization and Batch Layer Normalization "
-      "experiments. Any '--config.a.b=value' overrides a config field.")
+      "experiments. Any '--config.a.b=value' overrides a config field.",
+      # A static string: --help must not import lnorm.data.
+      epilog="Decoded datasets are cached in $LNORM_CACHE_DIR, else "
+      "$XDG_CACHE_HOME/lnorm, else ~/.cache/lnorm, never in the data directory; "
+      "'lnorm train --help' says how big the cache gets and how to clear it.")
   parser.add_argument("-v", "--verbose", action="store_true", help="Debug logging.")
   sub = parser.add_subparsers(dest="command", metavar="COMMAND")
   sub.required = True

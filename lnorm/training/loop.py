@@ -32,7 +32,10 @@ The gradient's record, in epoch records (over the epoch) and at mid-epoch evalua
 - ``train/clipped_fraction``: the share of steps whose gradient the global-norm clip
   (``optimizer.clip_global_norm``) rescaled, and ``train/tensor_clipped_fraction`` the
   share where the per-tensor clip (``optimizer.clip_tensor_norm``) rescaled at least
-  one tensor; each is logged when its clip is on, and counts every step.
+  one tensor, and ``train/elementwise_clipped_fraction`` the share where the
+  element-wise clip (``optimizer.clip_elementwise``) bounded at least one coordinate;
+  each is logged when its clip is on, and counts every step
+  (``lnorm.training.optim.clip_stages``).
 
 ``lnorm.training.defaults.is_complete`` tells from the epoch records whether a run
 reached the length its config asks for.
