@@ -58,10 +58,7 @@ class StepLayerNorm(nn.Module):
   @nn.compact
   def __call__(self, x, *, train: bool = False, step=None, mask=None):
     del train, step, mask
-    features = x.shape[-1]
-    scale = self.param("scale", self.scale_init, (features,), jnp.float32)
-    bias = (self.param("bias", self.bias_init, (features,), jnp.float32)
-            if self.use_bias else None)
+    scale, bias = _declare_gain_and_bias(self, x.shape[-1])
     return F.layer_norm(x, scale, bias, axes=-1, eps=self.eps)
 
   def row_norm(self) -> RowNorm:
@@ -90,10 +87,7 @@ class StepRMSNorm(nn.Module):
   @nn.compact
   def __call__(self, x, *, train: bool = False, step=None, mask=None):
     del train, step, mask
-    features = x.shape[-1]
-    scale = self.param("scale", self.scale_init, (features,), jnp.float32)
-    bias = (self.param("bias", self.bias_init, (features,), jnp.float32)
-            if self.use_bias else None)
+    scale, bias = _declare_gain_and_bias(self, x.shape[-1])
     return F.rms_norm(x, scale, bias, axes=-1, eps=self.eps, partial=self.partial)
 
   def row_norm(self) -> RowNorm:
@@ -101,6 +95,15 @@ class StepRMSNorm(nn.Module):
     scale, bias = _gain_and_bias(self)
     size = None if self.partial == 1.0 else F.partial_size(scale.shape[-1], self.partial)
     return RowNorm(scale, bias, self.eps, F.rms_rows(size))
+
+
+def _declare_gain_and_bias(norm: nn.Module, features: int):
+  """A row norm's ``scale`` and ``bias`` parameters (no bias without ``use_bias``),
+  declared from inside its compact ``__call__``."""
+  scale = norm.param("scale", norm.scale_init, (features,), jnp.float32)
+  bias = (norm.param("bias", norm.bias_init, (features,), jnp.float32)
+          if norm.use_bias else None)
+  return scale, bias
 
 
 def _gain_and_bias(norm: nn.Module):
