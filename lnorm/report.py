@@ -196,12 +196,19 @@ def collect(paths: Sequence[str]) -> Report:
 
 def _target_metric(experiment: str, runs: Sequence[Run]) -> str | None:
   """The held-out metric the experiment's paper reports (else the first logged) that
-  every run logged."""
+  every run logged, among those with the most evaluations: updates to a target need
+  a curve, and a test split evaluated only at the end of a run (handwriting,
+  skip-thoughts) would make every ratio 1.0, so its validation curve is taken."""
   published = [p.metric for p in results.PUBLISHED if p.experiment == experiment]
   logged = runs_lib.summary_metrics([p for r in runs for p in r.epochs])
-  candidates = [m for m in published + logged if m.split("/")[0] in ("test", "validation")]
-  candidates.sort(key=lambda m: not m.startswith("test/"))  # Stable: test/ first.
-  return next((m for m in candidates if all(r.records(m) for r in runs)), None)
+  candidates = [m for m in dict.fromkeys(published + logged)
+                if m.split("/")[0] in ("test", "validation")
+                and all(r.records(m) for r in runs)]
+  if not candidates:
+    return None
+  evaluations = {m: min(len(r.records(m)) for r in runs) for m in candidates}
+  # Stable: the published metric and test/ first among curves of equal length.
+  return min(candidates, key=lambda m: (-evaluations[m], not m.startswith("test/")))
 
 
 def _updates_to_target(experiment: str, runs: Sequence[Run]) -> Comparisons:

@@ -150,6 +150,23 @@ def test_baseline_fields_make_columns_and_runs_without_a_seed_are_numbered(tmp_p
       "— never reached (0/2) · runs [1](ln_b4_1), [2](ln_b4_2)"]
 
 
+def test_a_test_metric_logged_only_at_the_end_yields_to_the_validation_curve(tmp_path):
+  """Handwriting evaluates its test split once, at the end: a target on it would give
+  every normalizer 1.0x. The validation curve is taken: none's best 1.4 at step 200,
+  ln reaches it at step 100."""
+  curves = {"none": [3.0, 2.0, 1.5, 1.4], "ln": [2.0, 1.4, 1.2, 1.1]}
+  for norm, values in curves.items():
+    workdir = tmp_path / norm
+    write_run(str(workdir), {"experiment": "handwriting", "norm": norm}, values,
+              "validation/nll")
+    with open(workdir / "metrics.jsonl", "a") as f:
+      f.write(json.dumps({"step": 200, "epoch": 2.0, "test/nll": values[-1] + 0.1}) + "\n")
+  table = norm_table.collect([str(tmp_path)])
+  assert [c.title for c in table.columns] == ["handwriting: validation/nll"]
+  _, rows = parse(table.markdown())
+  assert rows["ln"][0].startswith("0.50× (1/1)")
+
+
 def test_no_finished_runs_is_a_clear_error(tmp_path):
   write_run(str(tmp_path / "a"), {"experiment": "draw", "norm": "none"}, [1.0],
             "test/nll_bound")
