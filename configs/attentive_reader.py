@@ -83,9 +83,9 @@ def get_config(arg=None):
   # (lnorm.training.optim.clip_like_attentive_reader_code); "standard" clips at 10.
   # With LN's gain at 1.0 the first gradients on long passages reach 1e16 or more
   # (scripts/attentive_reader_gradient_length.py); this rule passes them to Adam at
-  # about 1e9, whose second moments then freeze the LSTMs for the rest of a
-  # scale=cpu run (validation error at chance, docs/results.md). Gain 0.1 or the
-  # "standard" rule avoid it.
+  # 10 sqrt(norm), about 1e9, and Adam's second moments (beta2 0.999) take tens of
+  # thousands of updates to forget them: a scale=cpu run then stays at chance
+  # (docs/results.md). Gain 0.1 or the "standard" rule avoid it.
   c.optimizer.clip_global_norm_rule = "attentive_reader_code"
   c.max_steps = 800_000  # Figure 2's x axis (updates).
   c.num_epochs = 1  # Unused while max_steps > 0.
