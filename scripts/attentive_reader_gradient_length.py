@@ -67,7 +67,9 @@ def main():
     norms[length] = gradient_norm(task, model, state.params, state.batch_stats,
                                   truncated(first, length), rngs)
     print(f"passage tokens {length:5d}: gradient norm {norms[length]:.3g}", flush=True)
-  print(json.dumps({"config": args.config, "gradient_norm_by_length": norms}))
+  print(json.dumps({"config": args.config, "norm": config.norm,
+                    "ln_gain": config.norm_options.ln.scale_init,
+                    "init": config.model.init, "gradient_norm_by_length": norms}))
 
 
 if __name__ == "__main__":
