@@ -82,7 +82,7 @@ def get_config(arg=None):
   # As the authors' code computes it: no clipping under a norm of 100, then 10*sqrt(n)
   # (lnorm.training.optim.clip_like_attentive_reader_code); "standard" clips at 10.
   # With LN's gain at 1.0 the first gradients on long passages reach 1e16 or more
-  # (scripts/attentive_reader_gradient_length.py); this rule passes them to Adam at
+  # (scripts/gradient_norm_by_length.py); this rule passes them to Adam at
   # 10 sqrt(norm), about 1e9, and Adam's second moments (beta2 0.999) take tens of
   # thousands of updates to forget them: a scale=cpu run then stays at chance
   # (docs/results.md). Gain 0.1 or the "standard" rule avoid it.

@@ -118,6 +118,16 @@ def clip_indicators(grads, stages: Sequence[optim.ClipStage]) -> dict[str, jax.A
   return out
 
 
+def training_loss(task: Task, model: nn.Module, batch_stats, batch, rngs, params):
+  """``(loss, (metrics, new batch_stats))`` of a batch in training mode: what the
+  train step differentiates, for scripts that study its gradient."""
+  outputs, mutated = model.apply(
+      {"params": params, "batch_stats": batch_stats},
+      *task.model_inputs(batch), train=True, rngs=rngs, mutable=["batch_stats"])
+  loss, metrics = task.loss_and_metrics(outputs, batch)
+  return loss, (metrics, mutated.get("batch_stats", batch_stats))
+
+
 def make_train_step(task: Task, model: nn.Module,
                     clips: Sequence[optim.ClipStage] | None = None) -> Callable:
   """One optimisation step: ``(state, batch, rng, measure_norms) -> (state, metrics)``.
@@ -136,13 +146,7 @@ def make_train_step(task: Task, model: nn.Module,
     step_rng = jax.random.fold_in(rng, state.step)
     rngs = {name: jax.random.fold_in(step_rng, i) for i, name in enumerate(task.rng_streams)}
 
-    def loss_fn(params):
-      outputs, mutated = model.apply(
-          {"params": params, "batch_stats": state.batch_stats},
-          *task.model_inputs(batch), train=True, rngs=rngs, mutable=["batch_stats"])
-      loss, metrics = task.loss_and_metrics(outputs, batch)
-      return loss, (metrics, mutated.get("batch_stats", state.batch_stats))
-
+    loss_fn = functools.partial(training_loss, task, model, state.batch_stats, batch, rngs)
     (loss, (metrics, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
         state.params)
     updates, opt_state = state.tx.update(grads, state.opt_state, state.params)
