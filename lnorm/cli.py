@@ -13,7 +13,7 @@ import importlib.util
 import logging
 import sys
 
-from lnorm import host_memory
+from lnorm.training import host_memory
 from lnorm.errors import Interrupted, UserError
 
 #: The exit code of a command stopped by SIGINT (Ctrl-C) or SIGTERM, as shells report
@@ -30,7 +30,7 @@ COMMANDS = {
     "plot": ("lnorm.commands.plot", "Draw metric curves from run directories."),
     "report": ("lnorm.commands.report", "Collect finished runs into a markdown table."),
     "compare": ("lnorm.commands.compare", "Updates and time to reach the baseline's best metric."),
-    "invariance": ("lnorm.invariance",
+    "invariance": ("lnorm.evaluation.invariance",
                    "Measure LN paper Table 1, with RMSNorm's rows (invariance under "
                    "re-scaling and re-centering)."),
     "sample": ("lnorm.commands.sample",

@@ -29,7 +29,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lnorm import host_memory
+from lnorm.training import host_memory
 from lnorm.normalization import functional as F
 from lnorm.training import benchmark
 

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lnorm import host_memory
+from lnorm.training import host_memory
 from lnorm.rnn import RecurrentLayer, make_gru_cell, make_lstm_cell
 from lnorm.training import benchmark
 

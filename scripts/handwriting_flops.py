@@ -18,7 +18,7 @@ import json
 import jax.numpy as jnp
 import numpy as np
 
-from lnorm import mdn
+from lnorm.models import mdn
 from lnorm.data import strokes as strokes_lib
 from lnorm.data.core import Dataset
 from lnorm.training import benchmark

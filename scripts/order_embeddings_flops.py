@@ -6,7 +6,7 @@ padded length, the image projection); ``lnorm.training.benchmark`` compiles and 
 the harness's own train step, measures the matmul rate and prints the share of it a
 step achieves, with pairs/s. Then it times what a validation or test evaluation does:
 embedding N images and their 5N captions with the model (in batches of
-``eval_batch_size``), and ranking them with ``lnorm.retrieval.evaluate`` in folds of
+``eval_batch_size``), and ranking them with ``lnorm.evaluation.retrieval.evaluate`` in folds of
 ``retrieval.fold_size`` (Table 2's 1,000 images) and all at once (the 5k protocol).
 
   python scripts/order_embeddings_flops.py --config configs/order_embeddings.py:norm=ln
@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lnorm import retrieval
+from lnorm.evaluation import retrieval
 from lnorm.data.core import Dataset
 from lnorm.training import benchmark
 from lnorm.training.task import load_task

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # scripts/ is not a package
 import bench_rnn  # noqa: E402  (the models and train step that bench_rnn.py times)
-from lnorm import host_memory  # noqa: E402
+from lnorm.training import host_memory  # noqa: E402
 import hlo_rnn_step  # noqa: E402  (the HLO parser and the loops over time)
 
 ROWS = ("lstm", "ln_lstm", "ln_lstm_scan")

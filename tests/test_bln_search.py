@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from lnorm import bln_search
+from lnorm.evaluation import bln_search
 from lnorm import cli
 from lnorm import config as config_lib
 from lnorm.training import loop

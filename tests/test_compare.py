@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from lnorm import cli
-from lnorm import compare
-from lnorm import runs as runs_lib
+from lnorm.analysis import compare
+from lnorm.analysis import runs as runs_lib
 from lnorm.errors import UserError
 
 

@@ -12,8 +12,8 @@ import tomllib
 import pytest
 
 from lnorm import config as config_lib
-from lnorm import plotting
-from lnorm import sweep
+from lnorm.analysis import plotting
+from lnorm.sweeps import runner as sweep
 from tests.helpers import REPO
 
 

@@ -1,4 +1,4 @@
-"""lnorm.host_memory: with it, a large block freed and allocated again does not fault
+"""lnorm.training.host_memory: with it, a large block freed and allocated again does not fault
 its pages in again. Each case runs in a fresh interpreter, since malloc's settings
 are for the whole process."""
 
@@ -10,14 +10,14 @@ import sys
 
 import pytest
 
-from lnorm import host_memory
+from lnorm.training import host_memory
 
 # In a worker thread, as XLA's threads do, allocates, fills and frees a 96 MB block
 # (the size of an RNN step's temporaries) three times with the C library's malloc,
 # and prints the page faults of the last round.
 _PROBE = """
 import ctypes, resource, threading
-from lnorm import host_memory
+from lnorm.training import host_memory
 print(host_memory.keep_freed_memory())
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p

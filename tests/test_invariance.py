@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lnorm import cli
-from lnorm import invariance
+from lnorm.evaluation import invariance
 
 
 # Full-precision matmuls and no silent rank promotion (tests/conftest.py).

@@ -1,4 +1,4 @@
-"""lnorm.mdn against NumPy versions of Graves (2013) eq. 18-26."""
+"""lnorm.models.mdn against NumPy versions of Graves (2013) eq. 18-26."""
 
 import math
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lnorm import mdn
+from lnorm.models import mdn
 
 M = 3
 

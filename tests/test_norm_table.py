@@ -9,7 +9,7 @@ import os
 import pytest
 
 from lnorm import cli
-from lnorm import norm_table
+from lnorm.analysis import norm_table
 from lnorm.errors import UserError
 
 

@@ -16,7 +16,7 @@ from experiments.order_embeddings.model import OrderEmbedding, contrastive_loss
 from experiments.order_embeddings.task import Task
 from lnorm import cli
 from lnorm import config as config_lib
-from lnorm import retrieval
+from lnorm.evaluation import retrieval
 from lnorm.errors import ConfigError
 from lnorm.rnn import make_gru_cell
 from tests.helpers import epoch_records

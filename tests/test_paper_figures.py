@@ -11,10 +11,10 @@ import matplotlib
 import pytest
 
 from lnorm import cli
-from lnorm import plotting
+from lnorm.analysis import plotting
 from lnorm.commands import plot as plot_command
 from lnorm.errors import UserError
-from lnorm.runs import load_runs
+from lnorm.analysis.runs import load_runs
 
 
 def write_run(workdir, experiment, norm, records):

@@ -8,11 +8,11 @@ import os
 import pytest
 
 from lnorm import cli
-from lnorm import plotting
-from lnorm import report
-from lnorm import results
+from lnorm.analysis import plotting
+from lnorm.analysis import report
+from lnorm.analysis import published as results
 from lnorm.errors import UserError
-from lnorm.runs import load_runs
+from lnorm.analysis.runs import load_runs
 
 
 def fake_run(workdir, config, data, epochs, num_epochs=None):
@@ -329,7 +329,7 @@ def test_published_results_have_sources():
 def test_invariance_command(capsys):
   """`lnorm invariance` (issue 6, item 4) prints LN paper Table 1 as measured."""
   import importlib.util  # pylint: disable=g-import-not-at-top
-  module = cli.COMMANDS.get("invariance", ("lnorm.invariance",))[0]
+  module = cli.COMMANDS.get("invariance", ("lnorm.evaluation.invariance",))[0]
   if importlib.util.find_spec(module) is None:
     pytest.skip(f"{module} does not exist yet")
   assert cli.main(["invariance"]) == 0

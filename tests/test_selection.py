@@ -1,4 +1,4 @@
-"""Selection on validation (``lnorm.selection``, ``lnorm report --select``) on
+"""Selection on validation (``lnorm.analysis.selection``, ``lnorm report --select``) on
 constructed logs, with hand-computed answers: the selected setting is the one whose
 seeds' best validation values have the best mean, and its test metrics are read where
 each seed was selected, even when another setting or another epoch has a better
@@ -14,9 +14,9 @@ import re
 import pytest
 
 from lnorm import cli
-from lnorm import runs as runs_lib
-from lnorm import selection
-from lnorm import sweep as sweep_lib
+from lnorm.analysis import runs as runs_lib
+from lnorm.analysis import selection
+from lnorm.sweeps import runner as sweep_lib
 from lnorm.errors import UserError
 
 

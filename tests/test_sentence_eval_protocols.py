@@ -1,4 +1,4 @@
-"""Both evaluation protocols of lnorm.sentence_eval (batched JAX solver) against
+"""Both evaluation protocols of lnorm.evaluation.sentence_eval (batched JAX solver) against
 direct scikit-learn implementations of them (one LogisticRegression per fold and C,
 solved to tol 1e-10), on small fixed features: the same C in every fold, the same
 accuracies (exactly: every prediction agrees), SICK's metrics to 1e-4."""
@@ -13,8 +13,8 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.utils import shuffle as sklearn_shuffle
 
-from lnorm import linear_models
-from lnorm import sentence_eval as se
+from lnorm.evaluation import linear_models
+from lnorm.evaluation import sentence_eval as se
 from lnorm.errors import UserError
 
 

@@ -1,11 +1,11 @@
 """SentEval / SICK readers (lnorm.data.senteval) on fixture files the tests write, and
-the evaluation protocols (lnorm.sentence_eval) on features with known answers."""
+the evaluation protocols (lnorm.evaluation.sentence_eval) on features with known answers."""
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from lnorm import sentence_eval as se
+from lnorm.evaluation import sentence_eval as se
 from lnorm.data import core
 from lnorm.data import senteval
 from lnorm.errors import UserError

@@ -105,7 +105,7 @@ def test_training_loop_runs_senteval_every_n_updates(tmp_path):
 
 def test_report_puts_the_evaluation_and_its_baselines_beside_table_3(tmp_path):
   """A run as `lnorm train` then `lnorm evaluate` (trained, random) leave it."""
-  from lnorm import report  # pylint: disable=g-import-not-at-top
+  from lnorm.analysis import report  # pylint: disable=g-import-not-at-top
   workdir = tmp_path / "norm=ln"
   workdir.mkdir()
   flat = {"experiment": "skip_thoughts", "norm": "ln", "seed": 0, "max_steps": 10,

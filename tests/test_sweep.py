@@ -15,8 +15,8 @@ import pytest
 
 from lnorm import cli
 from lnorm import config as config_lib
-from lnorm import sweep as sweep_lib
-from lnorm import sweep_space
+from lnorm.sweeps import runner as sweep_lib
+from lnorm.sweeps import space as sweep_space
 from lnorm.commands import train as train_command
 from lnorm.errors import ConfigError, UserError
 from tests.helpers import epoch_records

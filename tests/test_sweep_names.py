@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from lnorm import config as config_lib
-from lnorm import sweep
+from lnorm.sweeps import runner as sweep
 
 LN_PAPER_CONFIGS = ("perm_mnist", "draw", "handwriting", "skip_thoughts",
                     "order_embeddings", "attentive_reader")

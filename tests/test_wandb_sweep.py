@@ -16,7 +16,7 @@ import yaml
 from wandb.sdk.launch.sweeps import utils as wandb_sweep_utils
 
 from lnorm import cli
-from lnorm import wandb_sweep
+from lnorm.sweeps import wandb_sweep
 from tests.helpers import REPO, epoch_records
 
 TINY_CONFIG = '''
@@ -50,7 +50,7 @@ def test_a_grid_becomes_a_wandb_grid_sweep(tmp_path):
       "seed": {"values": [0, 1]},
       "num_epochs": {"value": 2},  # The sweep command's own override: a constant.
   }
-  assert config["program"] == "lnorm.wandb_sweep"
+  assert config["program"] == "lnorm.sweeps.wandb_sweep"
   # wandb's documented macros: ${env} ${interpreter} ${program} ... ${args}.
   assert config["command"] == [
       "${env}", "${interpreter}", "-m", "${program}", "--config",
@@ -145,7 +145,7 @@ def test_the_agent_command_trains_into_a_workdir_per_run_as_the_agents_run(tmp_p
       "optimizer.learning_rate=1e-3,1e-2", "--grid", "seed=0,1", "--select",
       "validation/error", "--config.num_epochs=1")
   argv = _agent_command(config, {"optimizer.learning_rate": 0.01, "seed": 1, "num_epochs": 1})
-  assert argv[:4] == ["/usr/bin/env", sys.executable, "-m", "lnorm.wandb_sweep"]
+  assert argv[:4] == ["/usr/bin/env", sys.executable, "-m", "lnorm.sweeps.wandb_sweep"]
   assert argv[-3:] == ["--optimizer.learning_rate=0.01", "--seed=1", "--num_epochs=1"]
   env = dict(os.environ, WANDB_MODE="offline", WANDB_RUN_ID="agentrun01", WANDB_SILENT="true",
              PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))

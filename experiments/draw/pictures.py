@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lnorm import images
+from lnorm.analysis import images
 
 SCALE = 3  # upscaling of every 28x28 frame, so that the boxes are legible
 READ_COLOR = (0, 200, 0)

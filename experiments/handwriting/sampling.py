@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.handwriting.model import HandwritingSynthesis, WindowedLSTM
-from lnorm import mdn
+from lnorm.models import mdn
 from lnorm.data import strokes as strokes_lib
 from lnorm.normalization import Dense
 

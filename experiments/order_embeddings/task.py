@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.order_embeddings.model import OrderEmbedding, contrastive_loss
-from lnorm import retrieval
+from lnorm.evaluation import retrieval
 from lnorm.data import batching
 from lnorm.errors import ConfigError
 from lnorm.normalization import PER_EXAMPLE_NORMS

@@ -96,7 +96,7 @@ class Task(BaseTask):
     evaluated every 50k): the training encoder on ``config.sentence_eval.tasks``, as
     ``eval/<task>_<metric>``, the keys ``lnorm evaluate`` writes."""
     del workdir, step
-    from lnorm import sentence_eval  # pylint: disable=g-import-not-at-top  (scikit-learn)
+    from lnorm.evaluation import sentence_eval  # pylint: disable=g-import-not-at-top  (scikit-learn)
     c = self.config
     vocab = text.Vocabulary(list(self.dataset.info["vocabulary"]))
     model = self.model_for_vocabulary(len(vocab))

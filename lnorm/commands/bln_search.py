@@ -1,12 +1,12 @@
 """``lnorm bln-search``: a trained BLN run under all 16 inference configurations,
 selected on the validation split; prints the table and writes bln_search.csv and
-bln_search.json into the workdir (see ``lnorm.bln_search``)."""
+bln_search.json into the workdir (see ``lnorm.evaluation.bln_search``)."""
 
 from __future__ import annotations
 
 import argparse
 
-from lnorm import bln_search
+from lnorm.evaluation import bln_search
 from lnorm.errors import UserError
 from lnorm.normalization import bln_inference_configurations
 

@@ -36,8 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
-  from lnorm import compare  # pylint: disable=g-import-not-at-top
-  from lnorm import runs as runs_lib  # pylint: disable=g-import-not-at-top
+  from lnorm.analysis import compare  # pylint: disable=g-import-not-at-top
+  from lnorm.analysis import runs as runs_lib  # pylint: disable=g-import-not-at-top
   if overrides:
     raise UserError("lnorm compare takes no --config.* overrides.")
   comparisons = compare.compare(runs_lib.load_runs(args.paths), args.metric,

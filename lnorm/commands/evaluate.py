@@ -1,6 +1,6 @@
 """``lnorm evaluate``: a trained sentence encoder on the SentEval / skip-thoughts
 benchmarks (SICK relatedness; MR, CR, SUBJ, MPQA, TREC classification) in their
-published protocols (``lnorm.sentence_eval``).
+published protocols (``lnorm.evaluation.sentence_eval``).
 
   lnorm evaluate --workdir runs/skip_thoughts/cpu_ln --tasks sick,mr,cr,subj,mpqa,trec
   lnorm evaluate --workdir runs/skip_thoughts/cpu_ln --protocol kiros
@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   if overrides:
     raise UserError("lnorm evaluate takes no --config.* overrides.")
-  from lnorm import sentence_eval  # pylint: disable=g-import-not-at-top  (jax, scikit-learn)
+  from lnorm.evaluation import sentence_eval  # pylint: disable=g-import-not-at-top  (jax, scikit-learn)
   tasks = sentence_eval.task_names(args.tasks.split(","))
   protocol = sentence_eval.protocol(args.protocol).name
   if args.folds < 2 or args.inner_folds < 2:
@@ -73,8 +73,8 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
 def evaluate(workdir: str, tasks, *, encoder: str = "trained", data_dir: str | None = None,
              folds: int = 10, inner_folds: int = 10, protocol: str = "senteval") -> dict:
   """Scores the run in ``workdir`` on ``tasks`` and records the results there."""
-  from lnorm import bln_search  # pylint: disable=g-import-not-at-top
-  from lnorm import sentence_eval  # pylint: disable=g-import-not-at-top
+  from lnorm.evaluation import bln_search  # pylint: disable=g-import-not-at-top
+  from lnorm.evaluation import sentence_eval  # pylint: disable=g-import-not-at-top
   from lnorm import config as config_lib  # pylint: disable=g-import-not-at-top
   from lnorm.training.metrics_writer import MetricWriter, read_metrics  # pylint: disable=g-import-not-at-top
   from lnorm.training.task import load_task  # pylint: disable=g-import-not-at-top

@@ -14,7 +14,7 @@ import argparse
 from lnorm.errors import UserError
 
 
-#: lnorm.plotting.FIGURES, listed here so that --help need not import lnorm.plotting
+#: lnorm.analysis.plotting.FIGURES, listed here so that --help need not import lnorm.analysis.plotting
 #: (tests/test_paper_figures.py checks that it names every figure).
 FIGURE_HELP = (
     "ln-fig1 (order_embeddings: image R@1, R@5, R@10 on validation against updates), "
@@ -53,8 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   import os  # pylint: disable=g-import-not-at-top
-  from lnorm import plotting  # pylint: disable=g-import-not-at-top  (matplotlib is slow)
-  from lnorm import runs as runs_lib  # pylint: disable=g-import-not-at-top
+  from lnorm.analysis import plotting  # pylint: disable=g-import-not-at-top  (matplotlib is slow)
+  from lnorm.analysis import runs as runs_lib  # pylint: disable=g-import-not-at-top
   if overrides:
     raise UserError("lnorm plot takes no --config.* overrides.")
   if args.figure and args.metric:

@@ -1,6 +1,6 @@
 """``lnorm report``: finished runs under a directory against the published numbers,
 and the updates each normalizer needs to reach the baseline's best (``lnorm compare``);
-or, with ``--select``, the best setting on a validation metric (``lnorm.selection``).
+or, with ``--select``, the best setting on a validation metric (``lnorm.analysis.selection``).
 
   lnorm report runs/ --out runs/REPORT.md
   lnorm report runs/perm_mnist_b4 runs/hw runs/draw --by-norm --out runs/NORMS.md
@@ -30,17 +30,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
-  from lnorm import report  # pylint: disable=g-import-not-at-top
+  from lnorm.analysis import report  # pylint: disable=g-import-not-at-top
   if overrides:
     raise UserError("lnorm report takes no --config.* overrides.")
   if args.by_norm and args.select:
     raise UserError("--by-norm and --select are two different reports: pass one.")
   if args.by_norm:
-    from lnorm import norm_table  # pylint: disable=g-import-not-at-top
+    from lnorm.analysis import norm_table  # pylint: disable=g-import-not-at-top
     text = norm_table.collect(args.paths).markdown(out=args.out)
   elif args.select:
-    from lnorm import runs as runs_lib  # pylint: disable=g-import-not-at-top
-    from lnorm import selection  # pylint: disable=g-import-not-at-top
+    from lnorm.analysis import runs as runs_lib  # pylint: disable=g-import-not-at-top
+    from lnorm.analysis import selection  # pylint: disable=g-import-not-at-top
     text = selection.select(runs_lib.load_runs(args.paths), args.select).markdown()
   else:
     text = report.collect(args.paths).markdown()

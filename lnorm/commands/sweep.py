@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 
-from lnorm import sweep as sweep_lib
-from lnorm import sweep_space
+from lnorm.sweeps import runner as sweep_lib
+from lnorm.sweeps import space as sweep_space
 from lnorm.errors import UserError
-from lnorm.sweep_space import SweepSpace
+from lnorm.sweeps.space import SweepSpace
 
 
 class _AddDistribution(argparse.Action):
@@ -95,7 +95,7 @@ def build_space(args: argparse.Namespace) -> SweepSpace:
 
 
 def _write_wandb_sweep(args, space: SweepSpace, overrides: dict[str, str]) -> int:
-  from lnorm import wandb_sweep  # pylint: disable=g-import-not-at-top
+  from lnorm.sweeps import wandb_sweep  # pylint: disable=g-import-not-at-top
   if not args.select:
     raise UserError("--wandb-sweep needs --select METRIC: the metric wandb's sweep "
                     "ranks its runs by, e.g. --select validation/error.")

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from lnorm import config as config_lib
-from lnorm import host_memory
+from lnorm.training import host_memory
 from lnorm.training.loop import TrainState, make_train_step
 from lnorm.training.optim import make_optimizer
 from lnorm.training.task import Task
@@ -161,7 +161,7 @@ def machine_record() -> dict[str, Any]:
       "jax_devices": [str(d) for d in jax.devices()],
       # XLA's CPU threading flags change the timings as much as the core count does.
       "xla_flags": os.environ.get("XLA_FLAGS"),
-      # Whether freed host memory was kept (lnorm.host_memory): page faults otherwise.
+      # Whether freed host memory was kept (lnorm.training.host_memory): page faults otherwise.
       "keeps_freed_host_memory": host_memory.applied(),
       "versions": {"python": platform.python_version(),
                    **{name: _version(name)

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import jax
 import numpy as np
 
-from lnorm.runs import METRICS_FILE, read_jsonl
+from lnorm.training.run_files import METRICS_FILE, read_jsonl
 
 
 def read_metrics(workdir: str) -> list[dict[str, Any]]:

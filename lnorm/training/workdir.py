@@ -23,7 +23,7 @@ import numpy as np
 from lnorm import config as config_lib
 from lnorm.data.core import Dataset
 from lnorm.errors import DataConflictError, WorkdirConflictError
-from lnorm.runs import CONFIG_FILE, METRICS_FILE, read_jsonl
+from lnorm.training.run_files import CONFIG_FILE, METRICS_FILE, read_jsonl
 from lnorm.training.defaults import RESUMABLE_FIELDS
 
 #: Config fields that may change on resume because ``check_data`` compares what they

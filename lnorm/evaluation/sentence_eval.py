@@ -44,7 +44,7 @@ authors' own ``eval_*.py`` scripts (Kiros et al. 2015, ``protocol="kiros"``).
   GoogleNews word2vec vectors; here such words are the encoder's OOV token. MSRP
   (``eval_msrp.py``) is not among the tasks: its data is not in the benchmark files.
 
-Both protocols' logistic regressions are solved by :mod:`lnorm.linear_models`: all
+Both protocols' logistic regressions are solved by :mod:`lnorm.evaluation.linear_models`: all
 inner folds and C values of one outer fold, with the refits for every C, in one
 batched solve. They reach scikit-learn's minimiser (to 1e-6 of the largest possible
 gradient, 100 times tighter than scikit-learn's default), so they choose the same C
@@ -66,7 +66,7 @@ from scipy import stats
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils import shuffle as sklearn_shuffle
 
-from lnorm import linear_models
+from lnorm.evaluation import linear_models
 from lnorm.data import senteval
 from lnorm.errors import UserError
 

@@ -16,7 +16,7 @@ that ``lnorm train`` logs share their keys: ``values`` for a grid or a choice,
 ``--config.x=y``; ``metric`` with its ``goal`` from ``--select``; and ``program``
 and ``command`` in wandb's macros. For each run the agent executes
 
-  /usr/bin/env python -m lnorm.wandb_sweep --config SPEC --workdir ROOT \
+  /usr/bin/env python -m lnorm.sweeps.wandb_sweep --config SPEC --workdir ROOT \
       --name-keys KEY,... --optimizer.learning_rate=0.001 --seed=0 ...
 
 (``${env} ${interpreter} -m ${program} ... ${args}``), so ``python`` must be the one
@@ -45,14 +45,14 @@ import sys
 from typing import Any, Mapping, Sequence
 
 from lnorm import config as config_lib
-from lnorm import runs as runs_lib
-from lnorm import sweep as sweep_lib
-from lnorm import sweep_space
+from lnorm.analysis import runs as runs_lib
+from lnorm.sweeps import runner as sweep_lib
+from lnorm.sweeps import space as sweep_space
 from lnorm.errors import UserError
-from lnorm.sweep_space import SweepSpace
+from lnorm.sweeps.space import SweepSpace
 
 #: ``program``: the module the agent runs with ``python -m``.
-PROGRAM = "lnorm.wandb_sweep"
+PROGRAM = "lnorm.sweeps.wandb_sweep"
 #: The parameter that picks a member of a named sweep (``--sweep NAME``).
 MEMBER_PARAM = "sweep_member"
 #: Set by ``wandb agent`` in each run's environment.
@@ -131,7 +131,7 @@ def sweep_config(config_spec: str, space: SweepSpace, workdir: str, metric: str,
 
 
 HEADER = """\
-# A wandb sweep written by `lnorm sweep --wandb-sweep` (see lnorm/wandb_sweep.py).
+# A wandb sweep written by `lnorm sweep --wandb-sweep` (see lnorm/sweeps/wandb_sweep.py).
 #   wandb sweep {path}    then    wandb agent ENTITY/PROJECT/SWEEP_ID
 # Run `wandb agent` where `python` has lnorm installed, from the directory the
 # --config and --workdir paths below are relative to. Each run trains into

@@ -3,7 +3,7 @@
 The members come from a named sweep beside the config, from the command line, or
 both. A config file may define ``get_sweep(name=None)``: a list of override dicts for
 ``name`` (``{"norm": "ln", "batch_size": 4}``), or all sweeps by name when ``name``
-is None. ``--grid`` and random search (``lnorm.sweep_space``) cross it with a grid
+is None. ``--grid`` and random search (``lnorm.sweeps.space``) cross it with a grid
 product and with seeded random draws. Every member trains into its own sub-workdir,
 named by the overrides that tell it apart from the other members
 (``norm=ln,batch_size=4``), by a ``python -m lnorm train`` subprocess: a member that
@@ -13,7 +13,7 @@ A sweep is resumable because ``lnorm train`` is: finished members (as many epoch
 or ``max_steps`` updates, in ``metrics.jsonl`` as their configs ask) are skipped,
 interrupted ones resume from their checkpoint. The summary (final and best metrics
 per member, and mean / spread over seeds) is printed and written as CSV, followed
-with ``select`` by the best setting on a validation metric (``lnorm.selection``);
+with ``select`` by the best setting on a validation metric (``lnorm.analysis.selection``);
 nothing here imports JAX.
 """
 
@@ -38,13 +38,13 @@ from typing import Any, Mapping, Sequence
 
 from lnorm import config as config_lib
 from lnorm import errors
-from lnorm import selection as selection_lib
-from lnorm import sweep_space
+from lnorm.analysis import selection as selection_lib
+from lnorm.sweeps import space as sweep_space
 from lnorm.errors import ConfigError, UserError
-from lnorm.runs import (SWEEP_FILE, Run, distinguishing_keys, epoch_records, epochs_done,
+from lnorm.analysis.runs import (SWEEP_FILE, Run, distinguishing_keys, epoch_records, epochs_done,
                         is_epoch_record, is_seed, lower_is_better, read_config, read_records,
                         read_sweep_file, setting_name, summary_metrics)
-from lnorm.sweep_space import SweepSpace
+from lnorm.sweeps.space import SweepSpace
 from lnorm.training.defaults import is_complete
 
 SUMMARY_FILE = "summary.csv"
@@ -241,7 +241,7 @@ def run_sweep(config_spec: str, space: SweepSpace, workdir: str,
   """Runs (or resumes) every member of a sweep, then summarises it.
 
   ``name`` is the named sweep's (``--sweep``), if any; ``select`` a metric to choose
-  the best setting on (``lnorm.selection``). Returns the summary; members that failed
+  the best setting on (``lnorm.analysis.selection``). Returns the summary; members that failed
   are listed there, their logs in ``<workdir>/<member>/train.log``.
   """
   extra = dict(extra or {})
@@ -348,7 +348,7 @@ def _append_timing(workdir: str, seconds: float, ran: int) -> None:
 def _draw_figures(workdir: str, experiment: str | None) -> list[str]:
   """The sweep's figures; a plotting failure must not lose the summary."""
   try:
-    from lnorm import plotting  # pylint: disable=g-import-not-at-top  (matplotlib is slow)
+    from lnorm.analysis import plotting  # pylint: disable=g-import-not-at-top  (matplotlib is slow)
     return plotting.sweep_figures(workdir, experiment)
   except Exception as e:  # pylint: disable=broad-except
     logging.warning("Could not draw the sweep's figures: %s", e)

@@ -26,9 +26,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from lnorm.errors import UserError
 from lnorm.training.defaults import RESUMABLE_FIELDS
+from lnorm.training.run_files import CONFIG_FILE, METRICS_FILE, read_jsonl
 
-METRICS_FILE = "metrics.jsonl"
-CONFIG_FILE = "config.json"
 #: Written by ``lnorm sweep``: its members' order and overrides.
 SWEEP_FILE = "sweep.json"
 #: The epoch records in metrics.jsonl are the points that carry this key.
@@ -44,21 +43,6 @@ _NOT_RUNS = ("checkpoints", "wandb", "figures", "images")
 
 
 # --- records ---------------------------------------------------------------------------
-
-
-def read_jsonl(path: str) -> list[dict[str, Any]]:
-  """The records of a JSON-lines file; [] if it does not exist."""
-  if not os.path.exists(path):
-    return []
-  out = []
-  with open(path) as f:
-    for line in f:
-      if line.strip():
-        try:
-          out.append(json.loads(line))
-        except json.JSONDecodeError:  # A line cut short by a kill: ignore it.
-          pass
-  return out
 
 
 def as_number(value: Any) -> Any:

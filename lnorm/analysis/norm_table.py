@@ -2,8 +2,8 @@
 cell the updates a normalizer needs to reach the baseline's best, as a ratio to the
 baseline's own (``lnorm report RUNS... --by-norm``).
 
-Every number comes from :func:`lnorm.compare.compare`, on the metric and the finished
-runs ``lnorm report`` takes (:func:`lnorm.report._target_metric`): the baseline is
+Every number comes from :func:`lnorm.analysis.compare.compare`, on the metric and the finished
+runs ``lnorm report`` takes (:func:`lnorm.analysis.report._target_metric`): the baseline is
 ``norm=none`` and a column's target the mean over the baseline's seeds of each one's
 best value. This module only decides which runs go in which cell:
 
@@ -26,11 +26,11 @@ import dataclasses
 import os
 from typing import Sequence
 
-from lnorm import compare
-from lnorm import report
-from lnorm import runs as runs_lib
+from lnorm.analysis import compare
+from lnorm.analysis import report
+from lnorm.analysis import runs as runs_lib
 from lnorm.errors import UserError
-from lnorm.runs import Run
+from lnorm.analysis.runs import Run
 
 BASELINE = "norm=none"
 #: Rows in this order first; any other normalizer after them, alphabetically.

@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 
 from lnorm import config as config_lib
 from lnorm.errors import ConfigError, UserError
-from lnorm.runs import is_seed
+from lnorm.analysis.runs import is_seed
 
 #: Drawn floats keep this many significant digits (readable names, exact round trip).
 SIGNIFICANT_DIGITS = 4

@@ -5,7 +5,7 @@ axis.
 Runs are found by their ``metrics.jsonl`` (a run directory, or any directory above
 several, such as a sweep's). Each line is labelled by its run's experiment when
 several are plotted and by the config fields in which its run differs from the others
-of its experiment (``lnorm.runs.label_runs``), else by its directory name. Figures
+of its experiment (``lnorm.analysis.runs.label_runs``), else by its directory name. Figures
 are written as PNG and SVG with matplotlib's non-interactive Agg backend, so they
 work on a headless machine and in tests.
 """
@@ -20,9 +20,9 @@ import re
 import textwrap
 from typing import Any, Mapping, Sequence
 
-from lnorm import compare
+from lnorm.analysis import compare
 from lnorm.errors import UserError
-from lnorm.runs import Run, label_runs, load_runs, summary_metrics
+from lnorm.analysis.runs import Run, label_runs, load_runs, summary_metrics
 
 
 def _pyplot():
@@ -132,7 +132,7 @@ def plot_metrics(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str =
   """One panel per metric, one line per run; returns the PNG and SVG paths.
 
   ``target``: a baseline (``norm=none``) whose best value each panel draws as a line,
-  with a star where each run first reaches it (see ``lnorm.compare``). Without a
+  with a star where each run first reaches it (see ``lnorm.analysis.compare``). Without a
   ``title``, runs of one experiment are titled by it (the legend then names only what
   differs between them).
   """

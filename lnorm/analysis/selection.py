@@ -2,7 +2,7 @@
 where it was selected, never its best test values.
 
 For runs and one validation metric (``validation/error``; lower or higher is better
-as its name says, :func:`lnorm.runs.lower_is_better`):
+as its name says, :func:`lnorm.analysis.runs.lower_is_better`):
 
 - each run's **best** value is its best finite value of the metric over every point
   that measured it (epoch ends and mid-epoch evaluations). The run is **selected at**
@@ -32,9 +32,9 @@ import os
 import statistics
 from typing import Any, Mapping, Sequence
 
-from lnorm import runs as runs_lib
+from lnorm.analysis import runs as runs_lib
 from lnorm.errors import UserError
-from lnorm.runs import Run
+from lnorm.analysis.runs import Run
 from lnorm.training.defaults import is_complete
 
 #: The split whose metrics are reported for the selected setting.

@@ -3,13 +3,13 @@
 A run is finished when its epoch records reach the length its config asks for
 (``num_epochs``, or ``max_steps`` updates).
 Each row is one (run setting, metric): the paper's value and its source
-(``lnorm.results``), the measured final value, the best value over every evaluation
+(``lnorm.analysis.published``), the measured final value, the best value over every evaluation
 with the epoch it was logged at, where the data came from and how much of it, and
 the epochs run against the paper's. Runs on synthetic data, or on fewer training
 examples than the full dataset, are marked.
 
 When an experiment's finished runs differ in the normalizer, a section "Updates to
-target" follows (``lnorm.compare``): on the experiment's main held-out metric, the
+target" follows (``lnorm.analysis.compare``): on the experiment's main held-out metric, the
 updates and time each normalizer needs to reach the best value of the baseline, no
 normalization (``norm=none``) where it was run and else batch normalization, the
 baseline of the BLN paper.
@@ -22,11 +22,11 @@ import math
 import os
 from typing import Sequence
 
-from lnorm import compare
-from lnorm import results
-from lnorm import runs as runs_lib
+from lnorm.analysis import compare
+from lnorm.analysis import published as results
+from lnorm.analysis import runs as runs_lib
 from lnorm.errors import UserError
-from lnorm.runs import Run
+from lnorm.analysis.runs import Run
 from lnorm.training.defaults import is_complete
 
 #: The baselines ``lnorm report`` tries, in order, for its updates-to-target tables.

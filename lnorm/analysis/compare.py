@@ -12,7 +12,7 @@ fast"): for runs that differ in the normalizer (and seed), and for one metric,
   good (``<=`` for a lower-is-better metric, ``>=`` otherwise). Every point that
   measured the metric counts, mid-epoch evaluations (``eval_every_steps``) included,
   so the resolution is the evaluation interval; a training metric is read at epoch
-  ends only (see :meth:`lnorm.runs.Run.records`);
+  ends only (see :meth:`lnorm.analysis.runs.Run.records`);
 - **updates** are the ``step`` of that point; **time** is the cumulative training
   wall time there (``time/train_seconds``: compilation and evaluation excluded).
   Runs logged before that field existed have a time at epoch ends only (the sum of
@@ -38,9 +38,9 @@ import math
 import statistics
 from typing import Any, Mapping, Sequence
 
-from lnorm import runs as runs_lib
+from lnorm.analysis import runs as runs_lib
 from lnorm.errors import UserError
-from lnorm.runs import Run
+from lnorm.analysis.runs import Run
 
 DEFAULT_BASELINE = "norm=none"
 
@@ -169,7 +169,7 @@ def compare(runs: Sequence[Run], metric: str, baseline: str = DEFAULT_BASELINE,
   """Updates and time to the baseline's best ``metric``, one Comparison per context.
 
   ``lower_is_better`` defaults to what the metric's name says
-  (:func:`lnorm.runs.lower_is_better`). A context without a baseline run is left out
+  (:func:`lnorm.analysis.runs.lower_is_better`). A context without a baseline run is left out
   with a warning. Raises UserError when a run has no config or did not log
   ``metric``, or when no run matches ``baseline``.
   """
