@@ -19,7 +19,7 @@ import numpy as np
 from lnorm import config as config_lib
 from lnorm.data.core import Dataset
 from lnorm.training import parallel
-from lnorm.training.loop import TrainState, make_train_chunk, make_train_step
+from lnorm.training.steps import TrainState, make_train_chunk, make_train_step
 from lnorm.training.optim import make_optimizer
 from lnorm.training.task import load_task
 

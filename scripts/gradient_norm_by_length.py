@@ -28,7 +28,7 @@ import optax
 
 from lnorm.data import batching
 from lnorm.training import benchmark
-from lnorm.training import loop
+from lnorm.training import steps
 from lnorm.training import parallel
 from lnorm.training.task import load_task
 
@@ -56,13 +56,13 @@ def main():
   dataset = task.load_data()
   model = task.build_model(dataset)
   train = dataset.splits[task.train_split()]
-  state = loop.init_train_state(config, task, model, train, parallel.make_mesh())
+  state = steps.init_train_state(config, task, model, train, parallel.make_mesh())
   first = {k: v[0] for k, v in
            batching.train_chunk(train, config.batch_size, config.seed, 0, 0, 1).items()}
   rngs = {name: jax.random.key(i) for i, name in enumerate(task.rng_streams)}
   norms = {}
   for length in (int(n) for n in args.lengths.split(",")):
-    loss_fn = functools.partial(loop.training_loss, task, model, state.batch_stats,
+    loss_fn = functools.partial(steps.training_loss, task, model, state.batch_stats,
                                 truncated(first, feature, lengths, length), rngs)
     grads = jax.grad(lambda p: loss_fn(p)[0])(state.params)
     norms[length] = float(optax.global_norm(grads))

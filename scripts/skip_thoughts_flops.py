@@ -27,7 +27,7 @@ import numpy as np
 from experiments.skip_thoughts import task as task_lib
 from lnorm.rnn import cells
 from lnorm.training import benchmark
-from lnorm.training.loop import TrainState, make_train_step
+from lnorm.training.steps import TrainState, make_train_step
 from lnorm.training.optim import make_optimizer
 
 

@@ -201,20 +201,20 @@ def test_cli_smoke_runs_every_variant_and_resumes(tmp_path):
 
 def test_bucketed_evaluation_equals_evaluation_at_full_width():
   from lnorm.data import batching  # pylint: disable=g-import-not-at-top
-  from lnorm.training import loop, parallel  # pylint: disable=g-import-not-at-top
+  from lnorm.training import parallel, steps  # pylint: disable=g-import-not-at-top
   config = config_lib.get_config("norm=bn_everywhere,smoke=true")
   task = task_lib.Task(config)
   dataset = task.load_data()
   model = task.build_model(dataset)
   mesh = parallel.make_mesh()
-  state = loop.init_train_state(config, task, model, dataset.splits["train"], mesh)
-  eval_step = jax.jit(loop.make_eval_step(task, model))
+  state = steps.init_train_state(config, task, model, dataset.splits["train"], mesh)
+  eval_step = jax.jit(steps.make_eval_step(task, model))
   arrays = dataset.splits["validation"]
   buckets = batching.LengthBuckets.from_quantiles(
       dataset.splits["train"], "passage", "passage_length", 3)
   assert len(buckets.edges) > 1
-  full = loop.evaluate(eval_step, state, arrays, 7, mesh)
-  bucketed = loop.evaluate(eval_step, state, buckets.sorted_by_length(arrays), 7, mesh,
+  full = steps.evaluate(eval_step, state, arrays, 7, mesh)
+  bucketed = steps.evaluate(eval_step, state, buckets.sorted_by_length(arrays), 7, mesh,
                            buckets)
   assert full.keys() == bucketed.keys()
   for k in full:

@@ -155,11 +155,11 @@ def test_bucketed_eval_batches_cover_the_split_once_trimmed():
 def test_length_buckets_need_a_task_with_a_variable_length_feature():
   from configs import perm_mnist  # pylint: disable=g-import-not-at-top
   from lnorm.errors import ConfigError
-  from lnorm.training import loop, task as task_lib
+  from lnorm.training import steps, task as task_lib
   config = perm_mnist.get_config()
   config.length_buckets.num = 3
   with pytest.raises(ConfigError, match="length_buckets.num=1"):
-    loop.length_buckets(config, task_lib.load_task(config), {})
+    steps.length_buckets(config, task_lib.load_task(config), {})
   config.length_buckets.num = 0
   with pytest.raises(ConfigError, match="at least 1"):
-    loop.length_buckets(config, task_lib.load_task(config), {})
+    steps.length_buckets(config, task_lib.load_task(config), {})

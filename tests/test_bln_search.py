@@ -15,7 +15,7 @@ import pytest
 from lnorm.evaluation import bln_search
 from lnorm import cli
 from lnorm import config as config_lib
-from lnorm.training import loop
+from lnorm.training import steps
 from lnorm.training.task import load_task
 from tests.helpers import epoch_records
 
@@ -101,7 +101,7 @@ def test_grouped_evaluation_equals_separate_batches(bln_b1_run):
   arrays = dataset.splits["validation"]
   grouped = bln_search.evaluate_split(bln_search.GroupedEvaluator(task, model), state,
                                       arrays, 3, mesh, examples_per_call=6)
-  step = jax.jit(loop.make_eval_step(task, model))
+  step = jax.jit(steps.make_eval_step(task, model))
   total_nll = total_err = 0.0
   n = len(arrays["label"])
   for start in range(0, n, 3):

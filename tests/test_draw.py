@@ -18,7 +18,7 @@ from lnorm import cli
 from lnorm import config as config_lib
 from lnorm.errors import ConfigError, WorkdirConflictError
 from lnorm.rnn import make_lstm_cell
-from lnorm.training.loop import check_workdir
+from lnorm.training.workdir import check_workdir
 from lnorm.training.task import load_task
 from tests.helpers import epoch_records
 from tests.references import draw_filterbank

@@ -19,7 +19,7 @@ from experiments.bln_imdb import task as bln_imdb
 from experiments.draw.task import bound_metrics
 from experiments.perm_mnist import task as perm_mnist
 from lnorm.data import batching
-from lnorm.training import loop, parallel
+from lnorm.training import parallel, steps
 from lnorm.training.task import classification_metrics
 from tests import references as ref
 
@@ -90,7 +90,7 @@ def tiny_classifier():
   arrays = {"image": rng.integers(0, 256, size=(23, 12), dtype=np.uint8),
             "label": rng.integers(0, 3, size=23).astype(np.int32)}
   params = model.init(jax.random.key(0), *task.model_inputs(arrays))["params"]
-  state = loop.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.1),
+  state = steps.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.1),
                                  batch_stats={})
   logits = model.apply({"params": params}, *task.model_inputs(arrays))
   labels = arrays["label"]
@@ -101,9 +101,9 @@ def tiny_classifier():
 
 def test_evaluation_mean_over_batches_with_a_remainder(tiny_classifier):
   task, model, state, arrays, plain = tiny_classifier
-  eval_step = jax.jit(loop.make_eval_step(task, model))
+  eval_step = jax.jit(steps.make_eval_step(task, model))
   # 23 examples in batches of 5: the last batch holds 3.
-  means = loop.evaluate(eval_step, state, arrays, 5, parallel.make_mesh())
+  means = steps.evaluate(eval_step, state, arrays, 5, parallel.make_mesh())
   assert set(means) == {"nll", "error"}
   np.testing.assert_allclose(means["nll"], plain["nll"], rtol=1e-5)
   np.testing.assert_allclose(means["error"], plain["error"], rtol=1e-6)
@@ -111,7 +111,7 @@ def test_evaluation_mean_over_batches_with_a_remainder(tiny_classifier):
 
 def test_evaluation_mean_ignores_padding_to_a_device_multiple(tiny_classifier):
   task, model, state, arrays, plain = tiny_classifier
-  eval_step = jax.jit(loop.make_eval_step(task, model))
+  eval_step = jax.jit(steps.make_eval_step(task, model))
   totals, count = {}, 0.0
   # As on 4 devices: every batch is padded (5 -> 8, 3 -> 4) with copies of its last row.
   for batch in batching.eval_batches(arrays, 5, multiple_of=4):

@@ -13,7 +13,7 @@ import pytest
 
 from lnorm.errors import ConfigError
 from lnorm.training import defaults
-from lnorm.training import loop
+from lnorm.training import checkpoint_policy, eval_schedule, records, steps
 from lnorm.training.metrics_writer import wandb_mode
 from lnorm.training.optim import clip_stages, make_optimizer
 
@@ -35,7 +35,7 @@ FIELDS = {"clipped_fraction": "clip_global_norm", "tensor_clipped_fraction": "cl
 
 def indicators(grads, **thresholds):
   stages = clip_stages({FIELDS[k]: v for k, v in thresholds.items()})
-  out = loop.clip_indicators(jax.tree.map(jnp.asarray, grads), stages)
+  out = steps.clip_indicators(jax.tree.map(jnp.asarray, grads), stages)
   return {k: float(v) for k, v in out.items()}
 
 
@@ -53,11 +53,11 @@ def test_the_global_clip_sees_what_the_elementwise_clip_left():
   # (3, 4) clipped element-wise at 1 is (1, 1), of norm 1.41 under the global clip of 2.
   stages = clip_stages({"clip_elementwise": {"w": 1.0}, "clip_global_norm": 2.0})
   grads = {"w": jnp.array([3.0, 4.0]), "v": jnp.array([0.0])}
-  out = loop.clip_indicators(grads, stages)
+  out = steps.clip_indicators(grads, stages)
   assert {k: float(v) for k, v in out.items()} == {
       "elementwise_clipped_fraction": 1.0, "clipped_fraction": 0.0}
   small = {"w": jnp.array([0.5, -0.5]), "v": jnp.array([9.0])}  # v: no bound, norm 9.03
-  out = loop.clip_indicators(small, stages)
+  out = steps.clip_indicators(small, stages)
   assert {k: float(v) for k, v in out.items()} == {
       "elementwise_clipped_fraction": 0.0, "clipped_fraction": 1.0}
 
@@ -132,13 +132,13 @@ def test_every_step_of_a_fused_call_counts_towards_the_clipped_fraction():
   model, task = _Point(), _PointTask()
   params = model.init(jax.random.key(0), None)["params"]
   # Learning rate 0: the parameters stay at zero, so step i's gradient is -GRADS[i].
-  state = loop.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.0),
+  state = steps.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.0),
                                  batch_stats={})
-  step = loop.make_train_step(task, model, clip_stages({"clip_tensor_norm": 1.5,
+  step = steps.make_train_step(task, model, clip_stages({"clip_tensor_norm": 1.5,
                                                         "clip_global_norm": 1.6}))
-  chunk = jax.jit(loop.make_train_chunk(step))
+  chunk = jax.jit(steps.make_train_chunk(step))
   batches = {k: jnp.asarray(np.stack([g[k] for g in GRADS]))[:, None] for k in ("w", "v")}
-  host = loop._host_init()
+  host = records.initial()
   for _ in range(2):  # Two calls of 4 steps.
     state, out = chunk(state, batches, jax.random.key(1))
     out = jax.device_get(out)
@@ -146,23 +146,23 @@ def test_every_step_of_a_fused_call_counts_towards_the_clipped_fraction():
     np.testing.assert_array_equal(out["clips"]["clipped_fraction"], [0, 0, 1, 0])
     # The norms are measured at the call's last step only: its gradient's norm is 0.5.
     np.testing.assert_allclose(out["grad_norm"], [0, 0, 0, 0.5])
-    loop._accumulate(host, out, examples=4)
-  metrics = loop._epoch_metrics(host, epoch=1.0)
+    records.add_call(host, out, examples=4)
+  metrics = records.epoch_metrics(host, epoch=1.0)
   assert metrics["train/tensor_clipped_fraction"] == 0.5
   assert metrics["train/clipped_fraction"] == 0.25
   assert metrics["train/grad_norm"] == pytest.approx(0.5)
-  window = loop._window_metrics(host["eval_window"])
+  window = records.window_metrics(host["eval_window"])
   assert window == {"train/grad_norm": pytest.approx(0.5), "train/clipped_fraction": 0.25,
                     "train/tensor_clipped_fraction": 0.5}
-  assert loop._window_metrics(loop._gradient_window()) == {}
+  assert records.window_metrics(records.gradient_window()) == {}
 
 
 def test_no_clip_no_fraction():
   model, task = _Point(), _PointTask()
   params = model.init(jax.random.key(0), None)["params"]
-  state = loop.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.0),
+  state = steps.TrainState.create(apply_fn=model.apply, params=params, tx=optax.sgd(0.0),
                                  batch_stats={})
-  step = jax.jit(loop.make_train_step(task, model, []))
+  step = jax.jit(steps.make_train_step(task, model, []))
   _, out = step(state, {k: jnp.asarray(GRADS[0][k])[None] for k in ("w", "v")},
                 jax.random.key(1))
   assert out["clips"] == {} and float(out["grad_norm"]) == pytest.approx(5.0)
@@ -185,26 +185,26 @@ def due_steps(schedule, steps_per_call, last):
 
 
 def test_schedule_with_one_step_per_call():
-  schedule = loop.EvalSchedule(every_steps=0, points_per_decade=3, last_step=300)
+  schedule = eval_schedule.EvalSchedule(every_steps=0, points_per_decade=3, last_step=300)
   assert due_steps(schedule, 1, 300) == [1, 2, 5, 10, 22, 46, 100, 215]
 
 
 def test_schedule_evaluates_at_the_first_call_boundary_at_or_past_each_point():
-  schedule = loop.EvalSchedule(every_steps=0, points_per_decade=3, last_step=300)
+  schedule = eval_schedule.EvalSchedule(every_steps=0, points_per_decade=3, last_step=300)
   # Calls of 8 steps end at 8 (past 1, 2, 5), 16 (10), 24 (22), 48 (46), 104 (100) and
   # 216 (215).
   assert due_steps(schedule, 8, 300) == [8, 16, 24, 48, 104, 216]
 
 
 def test_schedule_adds_to_eval_every_steps():
-  schedule = loop.EvalSchedule(every_steps=100, points_per_decade=1, last_step=300)
+  schedule = eval_schedule.EvalSchedule(every_steps=100, points_per_decade=1, last_step=300)
   assert due_steps(schedule, 1, 300) == [1, 10, 100, 200, 300]
   assert due_steps(schedule, 20, 300) == [20, 100, 200, 300]
 
 
 def test_schedule_refuses_negative_values():
   with pytest.raises(ConfigError, match="eval_points_per_decade=-1"):
-    loop.EvalSchedule(every_steps=0, points_per_decade=-1, last_step=10)
+    eval_schedule.EvalSchedule(every_steps=0, points_per_decade=-1, last_step=10)
 
 
 # --- checkpoints ------------------------------------------------------------------------
@@ -220,8 +220,8 @@ class _Clock:
 
 def test_the_first_checkpoint_comes_within_a_minute_later_ones_at_the_interval():
   clock = _Clock()
-  timer = loop._CheckpointTimer(300.0, have_checkpoint=False, clock=clock)
-  clock.now = loop.FIRST_CHECKPOINT_SECS
+  timer = checkpoint_policy.CheckpointTimer(300.0, have_checkpoint=False, clock=clock)
+  clock.now = checkpoint_policy.FIRST_CHECKPOINT_SECS
   assert not timer.due()
   clock.now += 0.1
   assert timer.due()
@@ -234,11 +234,11 @@ def test_the_first_checkpoint_comes_within_a_minute_later_ones_at_the_interval()
 
 def test_a_resumed_run_keeps_the_interval_and_a_short_interval_stays_short():
   clock = _Clock()
-  resumed = loop._CheckpointTimer(300.0, have_checkpoint=True, clock=clock)
+  resumed = checkpoint_policy.CheckpointTimer(300.0, have_checkpoint=True, clock=clock)
   clock.now = 100.0
   assert not resumed.due()
   clock = _Clock()
-  frequent = loop._CheckpointTimer(5.0, have_checkpoint=False, clock=clock)
+  frequent = checkpoint_policy.CheckpointTimer(5.0, have_checkpoint=False, clock=clock)
   clock.now = 5.1
   assert frequent.due()
 

@@ -28,7 +28,7 @@ from lnorm.errors import UserError
 from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.checkpoint import restore_latest
-from lnorm.training.loop import TrainState
+from lnorm.training.steps import TrainState
 from lnorm.training.optim import make_optimizer
 from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
 

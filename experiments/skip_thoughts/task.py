@@ -38,7 +38,7 @@ from lnorm.data import text
 from lnorm.errors import UserError
 from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_gru_cell, masked_mean, sequence_mask
-from lnorm.training import loop, parallel
+from lnorm.training import parallel, steps
 from lnorm.training.checkpoint import abstract_like, restore_latest
 from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
 
@@ -81,7 +81,7 @@ class Task(BaseTask):
     vocab = load_vocabulary(workdir)
     model = self.model_for_vocabulary(len(vocab))
     mesh = parallel.make_mesh()
-    state = loop.init_train_state(
+    state = steps.init_train_state(
         self.config, self, model,
         placeholder_examples(self.config.batch_size, self.config.data.max_words), mesh)
     step = 0

@@ -40,7 +40,7 @@ from jax.sharding import Mesh
 from lnorm import config as config_lib
 from lnorm.errors import UserError
 from lnorm.normalization import BLN_STATISTICS, bln_inference_configurations
-from lnorm.training import loop
+from lnorm.training import run_files, steps
 from lnorm.training.checkpoint import abstract_like, restore_latest
 from lnorm.training.task import load_task
 
@@ -66,7 +66,7 @@ def config_from_flat(flat: dict[str, Any]) -> ml_collections.ConfigDict:
 
 
 def load_run_config(workdir: str, overrides: dict[str, str] | None = None):
-  path = os.path.join(workdir, loop.CONFIG_FILE)
+  path = os.path.join(workdir, run_files.CONFIG_FILE)
   if not os.path.exists(path):
     raise UserError(f"{path} does not exist: --workdir must be a directory that "
                     "`lnorm train` wrote (it holds config.json and checkpoints/).")
@@ -106,7 +106,7 @@ def one_device_mesh() -> Mesh:
 
 
 def make_grouped_eval_step(task, model, group_size: int):
-  """Like ``loop.make_eval_step``, but the batch is G groups of ``group_size``
+  """Like ``steps.make_eval_step``, but the batch is G groups of ``group_size``
   examples, each normalized with its own mini-batch statistics."""
 
   def eval_step(state, batch):
@@ -149,11 +149,11 @@ def evaluate_split(evaluator: GroupedEvaluator, state, arrays, batch_size: int, 
   if full:
     per_call = max(1, examples_per_call // batch_size) * batch_size
     head = {k: v[:full] for k, v in arrays.items()}
-    parts.append((loop.evaluate(evaluator.step(batch_size), state, head, per_call, mesh),
+    parts.append((steps.evaluate(evaluator.step(batch_size), state, head, per_call, mesh),
                   full))
   if n > full:
     tail = {k: v[full:] for k, v in arrays.items()}
-    parts.append((loop.evaluate(evaluator.step(n - full), state, tail, n - full, mesh),
+    parts.append((steps.evaluate(evaluator.step(n - full), state, tail, n - full, mesh),
                   n - full))
   means = {k: sum(p[k] * c for p, c in parts) / n for k in parts[0][0]}
   return {"loss": means["nll"], "accuracy": 1.0 - means["error"]}
@@ -170,7 +170,7 @@ def shuffled(arrays, seed: int, max_examples: int | None = None):
 def restore_state(config, task, model, dataset, workdir: str, mesh):
   """The latest checkpoint of ``workdir``, restored into the structure training
   built for ``config``."""
-  target = loop.init_train_state(config, task, model, dataset.splits[task.train_split()],
+  target = steps.init_train_state(config, task, model, dataset.splits[task.train_split()],
                                  mesh)
   return restore_latest(workdir, abstract_like(target))[0]
 

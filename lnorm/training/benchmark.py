@@ -30,7 +30,7 @@ import ml_collections
 
 from lnorm import config as config_lib
 from lnorm.training import host_memory
-from lnorm.training.loop import TrainState, make_train_step
+from lnorm.training.steps import TrainState, make_train_step
 from lnorm.training.optim import make_optimizer
 from lnorm.training.task import Task
 

@@ -1,0 +1,230 @@
+"""The jitted steps of the training loop and what builds their inputs.
+
+``make_train_step`` is one pure optimisation step over a ``TrainState`` that carries
+``batch_stats``; ``make_train_chunk`` fuses several into one ``lax.scan``;
+``make_eval_step`` and ``evaluate`` give a split's mean metrics; ``SplitEvaluator``
+evaluates a run's splits the same way at every evaluation. ``init_train_state`` is the
+state a config starts from (and the structure its checkpoints restore into), and
+``length_buckets`` the padded lengths its batches take.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Mapping, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+from flax.training import train_state
+
+from lnorm.data import batching
+from lnorm.data.core import Dataset
+from lnorm.errors import ConfigError
+from lnorm.progress import Progress
+from lnorm.training import optim
+from lnorm.training import parallel
+from lnorm.training.optim import make_optimizer
+from lnorm.training.task import Task
+
+
+class TrainState(train_state.TrainState):
+  batch_stats: Any = None
+
+
+def _global_norm(tree) -> jax.Array:
+  return optax.tree.norm(jax.tree.map(lambda x: x.astype(jnp.float32), tree))
+
+
+NORM_METRICS = ("grad_norm", "param_norm", "update_norm")
+
+
+def _norms(grads, params, updates) -> dict[str, jax.Array]:
+  return {"grad_norm": _global_norm(grads), "param_norm": _global_norm(params),
+          "update_norm": _global_norm(updates)}
+
+
+def clip_indicators(grads, stages: Sequence[optim.ClipStage]) -> dict[str, jax.Array]:
+  """Whether each clip of ``stages`` (``lnorm.training.optim.clip_stages``) changed
+  this gradient: 1.0 or 0.0 each. The stages run in the optimizer's order, each on what
+  the previous ones left, with the optimizer's own functions."""
+  out = {}
+  for clip in stages:
+    grads, acted = clip.apply(grads)
+    out[clip.metric] = jnp.asarray(acted).astype(jnp.float32)
+  return out
+
+
+def training_loss(task: Task, model: nn.Module, batch_stats, batch, rngs, params):
+  """``(loss, (metrics, new batch_stats))`` of a batch in training mode: what the
+  train step differentiates, for scripts that study its gradient."""
+  outputs, mutated = model.apply(
+      {"params": params, "batch_stats": batch_stats},
+      *task.model_inputs(batch), train=True, rngs=rngs, mutable=["batch_stats"])
+  loss, metrics = task.loss_and_metrics(outputs, batch)
+  return loss, (metrics, mutated.get("batch_stats", batch_stats))
+
+
+def make_train_step(task: Task, model: nn.Module,
+                    clips: Sequence[optim.ClipStage] | None = None) -> Callable:
+  """One optimisation step: ``(state, batch, rng, measure_norms) -> (state, metrics)``.
+
+  The gradient, parameter and update norms read every parameter three more times: for
+  a model with a large embedding at batch size 1 that costs as much as the step itself
+  (IMDB: 88 against 48 ms), so ``measure_norms`` (traced) can skip them; they are then
+  zero. ``make_train_chunk`` measures them at its last step. Whether the clips acted
+  (``clip_indicators``; ``clips`` defaults to the task's optimizer config) is measured
+  at every step.
+  """
+  if clips is None:
+    clips = optim.clip_stages(task.config.get("optimizer") or {})
+
+  def train_step(state: TrainState, batch, rng, measure_norms=True):
+    step_rng = jax.random.fold_in(rng, state.step)
+    rngs = {name: jax.random.fold_in(step_rng, i) for i, name in enumerate(task.rng_streams)}
+
+    loss_fn = functools.partial(training_loss, task, model, state.batch_stats, batch, rngs)
+    (loss, (metrics, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        state.params)
+    updates, opt_state = state.tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
+                              batch_stats=batch_stats)
+    norms = jax.lax.cond(
+        measure_norms, _norms,
+        lambda *_: {k: jnp.zeros((), jnp.float32) for k in NORM_METRICS},
+        grads, params, updates)
+    out = {
+        "loss": loss,
+        **norms,
+        "clips": clip_indicators(grads, clips),
+        "sums": {k: jnp.sum(v) for k, v in metrics.items()},
+    }
+    return new_state, out
+
+  return train_step
+
+
+def make_train_chunk(train_step: Callable) -> Callable:
+  """Runs K stacked batches ([K, B, ...]) through ``train_step`` in one lax.scan,
+  measuring the norms at the last step only."""
+
+  def chunk(state, batches, rng):
+    k = jax.tree.leaves(batches)[0].shape[0]
+    is_last = jnp.arange(k) == k - 1
+    return jax.lax.scan(lambda s, xs: train_step(s, xs[0], rng, xs[1]), state,
+                        (batches, is_last))
+
+  return chunk
+
+
+def make_eval_step(task: Task, model: nn.Module) -> Callable:
+  def eval_step(state: TrainState, batch):
+    outputs = model.apply({"params": state.params, "batch_stats": state.batch_stats},
+                          *task.model_inputs(batch), train=False)
+    _, metrics = task.loss_and_metrics(outputs, batch)
+    mask = batch["mask"]
+    return {k: jnp.sum(v * mask) for k, v in metrics.items()}, jnp.sum(mask)
+
+  return eval_step
+
+
+def evaluate(eval_step: Callable, state: TrainState, arrays, batch_size: int,
+             mesh, buckets: batching.LengthBuckets | None = None,
+             progress: Callable[..., Progress] | None = None) -> dict[str, float]:
+  """Means of the task's per-example metrics over a whole split. ``progress``, if
+  given, makes the Progress that counts its batches (``total=``, ``unit=``)."""
+  totals: dict[str, float] = {}
+  count = 0.0
+  num_examples = len(next(iter(arrays.values()))) if arrays else 0
+  report = (progress(total=-(-num_examples // batch_size), unit="batch")
+            if progress is not None else None)
+  try:
+    for batch in batching.eval_batches(arrays, batch_size, multiple_of=mesh.size,
+                                       buckets=buckets):
+      sums, n = eval_step(state, parallel.shard_batch(batch, mesh))
+      for k, v in jax.device_get(sums).items():
+        totals[k] = totals.get(k, 0.0) + float(v)
+      count += float(n)
+      if report is not None:
+        report.update(1)
+  finally:
+    if report is not None:
+      report.close()
+  return {k: v / max(count, 1.0) for k, v in totals.items()}
+
+
+def length_buckets(config: ml_collections.ConfigDict, task: Task,
+                   train_arrays) -> batching.LengthBuckets | None:
+  """The config's ``length_buckets`` for the task's variable-length feature, with edges
+  at quantiles of the training lengths; None when off (``num`` 1)."""
+  spec = config.get("length_buckets")
+  if spec is None or spec.num == 1:
+    return None
+  if spec.num < 1 or spec.group_steps < 1:
+    raise ConfigError(f"length_buckets.num={spec.num}, length_buckets.group_steps="
+                      f"{spec.group_steps}: both must be at least 1 (num 1 turns "
+                      "bucketing off).")
+  if task.length_feature is None:
+    raise ConfigError(f"Experiment {config.experiment!r} has no variable-length feature "
+                      "to bucket: set --config.length_buckets.num=1.")
+  feature, length = task.length_feature
+  return batching.LengthBuckets.from_quantiles(train_arrays, feature, length, spec.num,
+                                               spec.group_steps)
+
+
+class SplitEvaluator:
+  """Evaluates a run's splits, each with the same eval step and batch size, into
+  ``{"<split>/<metric>": mean}``; splits the dataset lacks are skipped.
+
+  With length buckets, a split is sorted by length at its first evaluation, so that its
+  batches trim well (the order does not change a split's mean metrics).
+  """
+
+  def __init__(self, eval_step: Callable, dataset: Dataset, batch_size: int, mesh,
+               buckets: batching.LengthBuckets | None = None,
+               progress: Callable[..., Progress] | None = None):
+    self._eval_step = eval_step
+    self._dataset = dataset
+    self._batch_size = batch_size
+    self._mesh = mesh
+    self._buckets = buckets
+    self._progress = progress
+    self._sorted: dict[str, Mapping[str, Any]] = {}
+
+  def _arrays(self, split: str) -> Mapping[str, Any]:
+    if self._buckets is None:
+      return self._dataset.splits[split]
+    if split not in self._sorted:
+      self._sorted[split] = self._buckets.sorted_by_length(self._dataset.splits[split])
+    return self._sorted[split]
+
+  def __call__(self, state: "TrainState", splits: Sequence[str]) -> dict[str, float]:
+    scores = {}
+    for split in splits:
+      if split in self._dataset.splits:
+        progress = (None if self._progress is None else
+                    functools.partial(self._progress, f"evaluate {split}"))
+        split_scores = evaluate(self._eval_step, state, self._arrays(split),
+                                self._batch_size, self._mesh, self._buckets, progress)
+        scores.update({f"{split}/{k}": v for k, v in split_scores.items()})
+    return scores
+
+
+def init_train_state(config: ml_collections.ConfigDict, task: Task, model: nn.Module,
+                     train_arrays, mesh) -> TrainState:
+  """The initial, replicated train state of a config: what training starts from and
+  the structure a checkpoint of that config restores into (``lnorm bln-search``)."""
+  init_rng, _ = jax.random.split(jax.random.key(config.seed))
+  # Initialise on a real batch: data-dependent initialisations (WN) need one.
+  first = {k: v[0] for k, v in batching.train_chunk(
+      train_arrays, config.batch_size, config.seed, 0, 0, 1).items()}
+  init_rngs = {"params": init_rng, **{s: init_rng for s in task.rng_streams}}
+  variables = jax.jit(functools.partial(model.init, train=True))(
+      init_rngs, *task.model_inputs(first))
+  tx = make_optimizer(config.optimizer)
+  state = TrainState.create(apply_fn=model.apply, params=variables["params"], tx=tx,
+                            batch_stats=variables.get("batch_stats", {}))
+  return jax.device_put(state, parallel.replicated(mesh))
