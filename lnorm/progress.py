@@ -4,7 +4,8 @@ A bar redraws itself with carriage returns: right on a terminal, but in a log fi
 sweep member's ``train.log``, a cluster job's output) every redraw stays, and 450
 updates fill tens of kilobytes of one unreadable line. So a :class:`Progress` shows a
 tqdm bar only when its stream is a terminal, and otherwise logs one plain line every
-``every_secs`` seconds, with the same count, rate and time left.
+``every_secs`` seconds, with the same count, rate and time left. While a bar is drawn,
+log records sent to the console are written above it (tqdm's logging redirect).
 
 The rate leaves out the first update, which in a jitted loop includes compilation;
 the time left is then (total - done) / rate.
@@ -89,10 +90,16 @@ class Progress:
     self._closed = False
     stream = sys.stderr if stream is None else stream
     self._lines = enabled and not is_terminal(stream)
+    self._redirect = None
     if enabled and not self._lines:
       from tqdm import tqdm  # pylint: disable=g-import-not-at-top
+      from tqdm.contrib import logging as tqdm_logging  # pylint: disable=g-import-not-at-top
       self._bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, file=stream,
                        leave=False, mininterval=1.0, delay=delay_secs, dynamic_ncols=True)
+      # Log records written to the console while the bar is drawn go above it, on lines
+      # of their own, instead of onto the bar's line.
+      self._redirect = tqdm_logging.logging_redirect_tqdm()
+      self._redirect.__enter__()
 
   def __enter__(self) -> "Progress":
     return self
@@ -159,6 +166,7 @@ class Progress:
     self._closed = True
     if self._bar is not None:
       self._bar.close()
+      self._redirect.__exit__(None, None, None)
     elif self._lines and self._lines_written and self.n != self._n_at_last_line:
       self._write_line(self._clock())
 

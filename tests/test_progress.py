@@ -4,6 +4,8 @@ rate that leaves out the first (compiling) update."""
 from __future__ import annotations
 
 import io
+import logging
+import sys
 import time
 
 import pytest
@@ -109,6 +111,32 @@ def test_a_terminal_gets_a_bar_towards_the_total():
   assert lines == []
   drawn = stream.getvalue()
   assert "\r" in drawn and "epoch 2/3" in drawn and "500/1200" in drawn
+
+
+def test_log_records_go_above_the_bar_on_lines_of_their_own(monkeypatch):
+  terminal = Terminal()
+  monkeypatch.setattr(sys, "stderr", terminal)
+  console = logging.StreamHandler(sys.stderr)  # The console handler `lnorm` sets up.
+  console.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="12:34:56"))
+  root = logging.getLogger()
+  monkeypatch.setattr(root, "handlers", [console])
+  monkeypatch.setattr(root, "level", logging.INFO)
+  progress = Progress("epoch 1/2", total=10, every_secs=0.0)
+  progress.update(3, loss="0.5")
+  progress._bar.refresh()  # pylint: disable=protected-access
+  logging.getLogger("lnorm.test").info("evaluated at step 3")
+  progress.update(2)
+  progress._bar.refresh()  # pylint: disable=protected-access
+  progress.close()
+  # Each screen line is what follows its last carriage return: the record has a line
+  # of its own, whole, and the bar's line never holds a part of it.
+  screen = [line.split("\r")[-1] for line in terminal.getvalue().split("\n")]
+  assert "12:34:56 evaluated at step 3" in screen
+  # The bar was wiped (blanks) before the record was written.
+  raw = next(line for line in terminal.getvalue().split("\n") if "evaluated" in line)
+  assert raw.split("\r")[-2].strip() == ""
+  # Afterwards the console handler is the one `lnorm` set up again.
+  assert root.handlers == [console]
 
 
 def test_stage_is_silent_when_short_and_reports_when_long():

@@ -17,6 +17,8 @@ differently (e.g. $LNORM_DATA_DIR set under data.source=auto), is refused.
 
 Ctrl-C or SIGTERM saves a checkpoint and exits with code 130.
 
+The log is also appended to <workdir>/train.log ($LNORM_TRAIN_LOG=0: not).
+
 Progress: a bar on a terminal; when stderr is a file or a pipe, a plain line every
 --config.progress_every_secs seconds (30).
 
@@ -28,14 +30,13 @@ and offline without (upload later with `wandb sync`). The log says which applied
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.formatter_class = argparse.RawDescriptionHelpFormatter
-  parser.epilog = EPILOG
   parser.add_argument("--config", required=True,
                       help="A config file with an optional argument, e.g. "
                       "configs/perm_mnist.py:norm=ln,batch_size=4.")
   parser.add_argument("--workdir", required=True,
                       help="Where checkpoints, config.json and metrics.jsonl go.")
   from lnorm.data import cache  # pylint: disable=g-import-not-at-top
-  parser.epilog = cache.HELP
+  parser.epilog = EPILOG + "\n" + cache.HELP
 
 
 def load(config_spec: str, overrides: dict[str, str]):
@@ -45,8 +46,11 @@ def load(config_spec: str, overrides: dict[str, str]):
 
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
+  from lnorm.training import run_files  # pylint: disable=g-import-not-at-top
   from lnorm.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
   config = load(args.config, overrides)
-  metrics = train_and_evaluate(config, args.workdir)
+  # The run's log stays in its workdir, as a sweep member's does.
+  with run_files.log_file(args.workdir):
+    metrics = train_and_evaluate(config, args.workdir)
   print(json.dumps({"workdir": args.workdir, "final": metrics}, indent=2, default=str))
   return 0

@@ -45,12 +45,13 @@ from lnorm.analysis.runs import (SWEEP_FILE, Run, distinguishing_keys, epoch_rec
                         is_epoch_record, is_seed, lower_is_better, read_config, read_records,
                         read_sweep_file, setting_name, summary_metrics)
 from lnorm.sweeps.space import SweepSpace
+from lnorm.training import run_files
 from lnorm.training.defaults import is_complete
 
 SUMMARY_FILE = "summary.csv"
 GROUPED_SUMMARY_FILE = "summary_by_setting.csv"
 SELECTION_FILE = "selection.json"
-LOG_FILE = "train.log"
+LOG_FILE = run_files.LOG_FILE
 
 
 # --- members and their names -----------------------------------------------------------
@@ -209,8 +210,10 @@ def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], swee
   with open(os.path.join(member.workdir, LOG_FILE), "a") as log:
     log.write(f"\n$ {shlex.join(argv)}\n")
     log.flush()
+    # The member's whole output goes to its train.log here: it must not add its own.
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE if stream else log,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, run_files.LOG_FILE_ENV: "0"})
     _RUNNING.add(proc)
     if stream:  # Sequential: the user sees the member's log as it runs.
       try:

@@ -70,6 +70,7 @@ from lnorm.data.core import Dataset
 from lnorm.errors import ConfigError, Interrupted, UserError
 from lnorm.normalization import finalize_epoch_statistics
 from lnorm.progress import Progress, stage
+from lnorm.training import compilation_cache
 from lnorm.training import defaults
 from lnorm.training import parallel
 from lnorm.training import records
@@ -140,6 +141,7 @@ class Run:
 def set_up(config: ml_collections.ConfigDict, workdir: str) -> Run:
   """Checks the config and the workdir, loads the data and builds the model."""
   parallel.maybe_initialize_distributed()
+  compilation_cache.enable()
   if config.matmul_precision != "default":
     jax.config.update("jax_default_matmul_precision", config.matmul_precision)
   task = load_task(config)
@@ -251,7 +253,7 @@ class _Training:
         functools.partial(Progress, every_secs=self.every_secs,
                           enabled=config.progress_bar, delay_secs=5.0))
 
-    self.compiled_shapes: set[tuple] = set()
+    self._executables: dict[tuple, Any] = {}  # Chunk shapes -> compiled train calls.
     self._order: tuple[int | None, Any] = (None, None)
     self._bar: Progress | None = None
     self._epoch_start = 0.0
@@ -332,35 +334,40 @@ class _Training:
                   k: int) -> tuple[TrainState, Any]:
     """Runs ``k`` steps in one jitted call and adds them to the records."""
     run, config, host = self.run, self.config, self.host
-    batch_start = time.time()
+    input_start = time.time()
     if self._order[0] != epoch:
       self._order = (epoch, batching.training_order(run.train_arrays, config.batch_size,
                                                     config.seed, epoch, run.buckets))
     chunk = batching.train_chunk(run.train_arrays, config.batch_size, config.seed, epoch,
                                  in_epoch, k, run.buckets, self._order[1])
-    shape = tuple(v.shape for v in chunk.values())
+    batches = parallel.shard_batch(chunk, run.mesh, 1)
+    input_seconds = time.time() - input_start
+    call = self._executable(state, batches, chunk, k)
     call_start = time.time()
-    state, out = self.train_chunk(state, parallel.shard_batch(chunk, run.mesh, 1),
-                                  self.train_rng)
+    state, out = call(state, batches, self.train_rng)
     out = jax.device_get(out)
-    call_end = time.time()
+    call_seconds = time.time() - call_start
     records.check_finite(out, step, epoch, self.checkpointer.latest_step())
     records.add_call(host, out, k * config.batch_size)
-    # The first call of each chunk shape compiles: keep it out of the throughput and of
-    # the training time.
-    if shape in self.compiled_shapes:
-      host["timed_examples"] += k * config.batch_size
-      host["timed_seconds"] += call_end - call_start
-      host["train_seconds"] += call_end - batch_start  # Input assembly included.
-    else:
-      self.compiled_shapes.add(shape)
-      host["compile_seconds"] += call_end - call_start
+    records.add_time(host, k * config.batch_size, call_seconds, input_seconds)
+    return state, out
+
+  def _executable(self, state: TrainState, batches, chunk, k: int):
+    """The compiled train call for this chunk's shapes, compiling it on first sight:
+    timed apart, so that the call itself, even the first, counts as training time."""
+    shape = tuple(v.shape for v in chunk.values())
+    if shape not in self._executables:
+      start = time.time()
+      self._executables[shape] = self.train_chunk.lower(state, batches,
+                                                        self.train_rng).compile()
+      seconds = time.time() - start
+      self.host["compile_seconds"] += seconds
       logging.info(
           "Compiled the train step for %d steps%s in %.1f s (%d shapes so far).", k,
-          "" if run.buckets is None else
-          f" of {run.buckets.feature} length {chunk[run.buckets.feature].shape[2]}",
-          call_end - call_start, len(self.compiled_shapes))
-    return state, out
+          "" if self.run.buckets is None else
+          f" of {self.run.buckets.feature} length {chunk[self.run.buckets.feature].shape[2]}",
+          seconds, len(self._executables))
+    return self._executables[shape]
 
   # --- evaluate ---
 
@@ -405,7 +412,8 @@ class _Training:
     if step == run.total_steps:
       splits += tuple(s for s in config.final_eval_splits if s not in splits)
     metrics.update(self.evaluate_splits(evaluated, splits))
-    extra = self._hook("end of epoch", step,
+    # A run cut by max_steps inside an epoch has not reached the epoch's end.
+    extra = self._hook("end of epoch" if epoch_done else "end of the run (max_steps)", step,
                        lambda: self.task.end_of_epoch(evaluated, run.workdir, step,
                                                       self.writer))
     if extra:

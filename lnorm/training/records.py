@@ -66,6 +66,17 @@ def add_call(host: dict[str, Any], out, examples: int) -> None:
     window["clips"][k] = window["clips"].get(k, 0.0) + clipped
 
 
+def add_time(host: dict[str, Any], examples: int, call_seconds: float,
+             input_seconds: float) -> None:
+  """Adds a train call's time: the jitted call alone to the throughput, the call and
+  the assembly of its input to ``train_seconds``. Compilation is timed apart
+  (``compile_seconds``), so that every call counts, even one that had to compile
+  first: a run of a few calls, each of a new shape, still has a training time."""
+  host["timed_examples"] += examples
+  host["timed_seconds"] += call_seconds
+  host["train_seconds"] += call_seconds + input_seconds
+
+
 def window_metrics(window: dict[str, Any]) -> dict[str, float]:
   """The gradient's record over a mid-epoch evaluation's window."""
   if not window["norm_samples"]:

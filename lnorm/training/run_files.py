@@ -3,12 +3,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
-from typing import Any
+from typing import Any, Iterator
 
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
+#: The run's log: every run's, whether ``lnorm train`` ran it alone or a sweep did.
+LOG_FILE = "train.log"
+#: Set to 0 when the process's whole output already goes to the workdir's LOG_FILE:
+#: ``lnorm sweep`` writes its members' output there itself (tracebacks included).
+LOG_FILE_ENV = "LNORM_TRAIN_LOG"
 
 
 def read_jsonl(path: str) -> list[dict[str, Any]]:
@@ -24,3 +31,31 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
         except json.JSONDecodeError:  # A line cut short by a kill: ignore it.
           pass
   return out
+
+
+@contextlib.contextmanager
+def log_file(workdir: str) -> Iterator[str | None]:
+  """Appends this process's log records to ``<workdir>/train.log`` while it lasts,
+  formatted as on the console; yields the file's path, None when it is not written
+  (``$LNORM_TRAIN_LOG=0``, or a workdir that cannot be made: the run's own checks
+  then say why)."""
+  if os.environ.get(LOG_FILE_ENV, "1") == "0":
+    yield None
+    return
+  path = os.path.join(workdir, LOG_FILE)
+  try:
+    os.makedirs(workdir, exist_ok=True)
+    handler = logging.FileHandler(path, mode="a", encoding="utf-8")
+  except OSError:
+    yield None
+    return
+  root = logging.getLogger()
+  console = next((h for h in root.handlers if h.formatter is not None), None)
+  handler.setFormatter(console.formatter if console else logging.Formatter(
+      "%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S"))
+  root.addHandler(handler)
+  try:
+    yield path
+  finally:
+    root.removeHandler(handler)
+    handler.close()
