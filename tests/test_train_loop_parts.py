@@ -1,7 +1,10 @@
 """The training loop's parts on hand-computed cases: which steps the clips acted on,
-the evaluation schedule, when checkpoints are due, and which wandb mode applies."""
+the evaluation schedule, when checkpoints are due, what a run resumes from, the records
+and their times, the evaluation of splits, and which wandb mode applies."""
 
 from __future__ import annotations
+
+import types
 
 import flax.linen as nn
 import jax
@@ -11,9 +14,10 @@ import numpy as np
 import optax
 import pytest
 
-from lnorm.errors import ConfigError
+from lnorm.data.core import Dataset
+from lnorm.errors import ConfigError, DivergenceError
 from lnorm.training import defaults
-from lnorm.training import checkpoint_policy, eval_schedule, records, steps
+from lnorm.training import checkpoint_policy, eval_schedule, loop, parallel, records, steps
 from lnorm.training.metrics_writer import wandb_mode
 from lnorm.training.optim import clip_stages, make_optimizer
 
@@ -265,3 +269,121 @@ def test_auto_follows_the_environment_then_the_credentials(monkeypatch, tmp_path
   monkeypatch.setenv("WANDB_API_KEY", "x")
   assert wandb_mode("auto")[0] == "online"
   assert wandb_mode("offline") == ("offline", "wandb.mode=offline in the config")
+
+
+# --- the records ------------------------------------------------------------------------
+
+
+def test_crossed_multiple_on_its_edges():
+  assert not eval_schedule.crossed_multiple(0, 0, 100)  # 0: never.
+  assert eval_schedule.crossed_multiple(5, 4, 5)  # Lands on it.
+  assert not eval_schedule.crossed_multiple(5, 5, 9)  # Left it behind.
+  assert eval_schedule.crossed_multiple(5, 9, 10)
+  assert eval_schedule.crossed_multiple(3, 0, 7)  # Passed two at once: still one.
+
+
+def test_every_call_counts_towards_the_training_time_and_the_throughput():
+  host = records.initial()
+  records.add_time(host, examples=24, call_seconds=0.5, input_seconds=0.25)
+  records.add_time(host, examples=12, call_seconds=0.25, input_seconds=0.0)
+  assert (host["timed_examples"], host["timed_seconds"]) == (36, 0.75)
+  assert host["train_seconds"] == 1.0  # Input assembly counts towards training time.
+  metrics = records.epoch_metrics(host, epoch=0.5)
+  assert metrics["train/examples_per_sec"] == 48.0
+  assert "time/compile_seconds" not in metrics  # Only when something compiled.
+  host["compile_seconds"] = 3.0
+  assert records.epoch_metrics(host, epoch=0.5)["time/compile_seconds"] == 3.0
+  assert "train/examples_per_sec" not in records.epoch_metrics(records.initial(), 1)
+
+
+def _call(losses, grad_norm=1.0):
+  k = len(losses)
+  return {"loss": np.array(losses, np.float32), "grad_norm": np.array([0.0] * (k - 1) + [grad_norm]),
+          "param_norm": np.ones(k), "update_norm": np.ones(k), "sums": {}, "clips": {}}
+
+
+def test_check_finite_names_the_first_bad_step_and_what_went_bad():
+  records.check_finite(_call([1.0, 2.0, 3.0]), step=10, epoch=0, last_checkpoint=None)
+  with pytest.raises(DivergenceError, match=r"loss became nan at training step 11 \(epoch 3\)"):
+    records.check_finite(_call([1.0, np.nan, np.inf]), step=10, epoch=2, last_checkpoint=8)
+  with pytest.raises(DivergenceError, match="gradient norm became inf at training step 12.*"
+                     "checkpoint is at step 8"):
+    records.check_finite(_call([1.0, 2.0, 3.0], grad_norm=np.inf), step=10, epoch=0,
+                         last_checkpoint=8)
+
+
+def test_the_last_epoch_record_skips_mid_epoch_points(tmp_path):
+  (tmp_path / "metrics.jsonl").write_text(
+      '{"step": 31, "epoch": 1, "time/epoch_seconds": 2.0, "test/error": 0.25}\n'
+      '{"step": 40, "epoch": 1.29, "test/error": 0.2}\n')
+  assert records.last_epoch_record(str(tmp_path)) == {
+      "epoch": 1, "time/epoch_seconds": 2.0, "test/error": 0.25}
+  assert records.last_epoch_record(str(tmp_path / "none")) == {}
+
+
+def test_format_metrics():
+  assert records.format_metrics({"a": 0.123456, "b": 5, "c": "x"}) == "a=0.1235, b=5, c=x"
+
+
+# --- resuming -----------------------------------------------------------------------------
+
+
+class _Checkpointer:
+  def __init__(self, latest=None, saved=None):
+    self._latest, self._saved = latest, saved
+
+  def latest_step(self):
+    return self._latest
+
+  def restore(self, abstract):
+    del abstract
+    return types.SimpleNamespace(step=self._latest), self._saved
+
+
+def test_a_fresh_workdir_starts_at_step_zero_with_fresh_records(tmp_path, caplog):
+  state = types.SimpleNamespace(step=0)
+  got, host, step = checkpoint_policy.resume(_Checkpointer(), state, str(tmp_path))
+  assert (got, host, step) == (state, records.initial(), 0)
+  assert not caplog.records
+
+
+def test_files_of_an_attempt_without_checkpoint_are_named_when_starting_over(tmp_path, caplog):
+  (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
+  with caplog.at_level("WARNING"):
+    _, _, step = checkpoint_policy.resume(_Checkpointer(), None, str(tmp_path))
+  assert step == 0
+  assert "metrics.jsonl with 2 points" in caplog.text
+
+
+def test_resuming_fills_bookkeeping_a_later_version_added():
+  saved = {**records.epoch_sums(), "epoch_steps": 17}
+  del saved["compile_seconds"]  # A checkpoint from before it was recorded.
+  state, host, step = checkpoint_policy.resume(_Checkpointer(latest=17, saved=saved), None,
+                                               "unused")
+  assert step == 17 and state.step == 17
+  assert host["epoch_steps"] == 17
+  assert host["compile_seconds"] == 0.0 and host["train_seconds"] == 0.0
+
+
+# --- evaluating splits --------------------------------------------------------------------
+
+
+def test_split_evaluator_prefixes_metrics_and_skips_missing_splits():
+  def eval_step(state, batch):
+    del state
+    return {"x": jnp.sum(batch["x"] * batch["mask"])}, jnp.sum(batch["mask"])
+
+  # 7 examples in batches of 3: a last batch of one, padded.
+  dataset = Dataset("d", "synthetic", "here", {
+      "test": {"x": np.arange(7, dtype=np.float32)},
+      "validation": {"x": np.full(4, 2.0, np.float32)}})
+  evaluate = steps.SplitEvaluator(jax.jit(eval_step), dataset, 3, parallel.make_mesh())
+  assert evaluate(None, ("test", "train", "validation")) == {
+      "test/x": pytest.approx(3.0), "validation/x": pytest.approx(2.0)}
+
+
+def test_the_epoch_label_counts_a_partial_last_epoch():
+  run = loop.Run(*[None] * 9, steps_per_epoch=31, total_steps=60, schedule=None)
+  assert run.num_epochs == 2
+  assert [run.epoch_label(s) for s in (0, 30, 31, 59, 60)] == [
+      "epoch 1/2", "epoch 1/2", "epoch 2/2", "epoch 2/2", "epoch 2/2"]
