@@ -66,7 +66,7 @@ def get_config(arg=None):
   c.write_n = 5  # Write attention grid N x N (with attention).
   c.forget_bias = 1.0  # Initial forget-gate bias of both LSTMs.
   # Glimpses per nn.scan iteration: 1 compiles one glimpse once; num_glimpses unrolls
-  # the whole loop (same results, far longer compile: see scripts/draw_flops.py).
+  # the whole loop (same results, far longer compile: see `lnorm flops`).
   c.scan_unroll = 1
 
   c.batch_size = 128

@@ -39,6 +39,9 @@ COMMANDS = {
                  "Score a run's sentence encoder on SICK, MR, CR, SUBJ, MPQA, TREC."),
     "bln-search": ("lnorm.commands.bln_search",
                    "Evaluate a trained BLN model under all 16 inference configurations."),
+    "flops": ("lnorm.commands.flops",
+              "A config's train step in matmul FLOPs, timed, and its share of the "
+              "matmul rate."),
 }
 
 

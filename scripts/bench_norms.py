@@ -31,7 +31,7 @@ import jax.numpy as jnp
 
 from lnorm.training import host_memory
 from lnorm.normalization import functional as F
-from lnorm.training import benchmark
+from lnorm.training import throughput
 
 
 def _contenders(d: int) -> dict[str, tuple[Callable, dict]]:
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
   parser.add_argument("--shape", type=int, nargs=2, default=(4096, 4096))
   parser.add_argument("--repeats", type=int, default=10)
   parser.add_argument("--seed", type=int, default=0)
-  benchmark.add_json_flag(parser)
+  throughput.add_json_flag(parser)
   args = parser.parse_args(argv)
   host_memory.keep_freed_memory()  # As `lnorm train` runs (LNORM_KEEP_FREED_MEMORY=0: not).
   print(f"backend={jax.default_backend()} devices={jax.devices()} shape={tuple(args.shape)}"
@@ -151,7 +151,7 @@ def main(argv=None) -> int:
   print(report(ms))
   if args.json:
     rows = [{"name": name, "median_ms": t} for name, t in ms.items()]
-    benchmark.write_json(args.json, benchmark.bench_record(args, rows, ratios(ms)))
+    throughput.write_json(args.json, throughput.bench_record(args, rows, ratios(ms)))
   return 0
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from lnorm.training import host_memory
 from lnorm.rnn import RecurrentLayer, make_gru_cell, make_lstm_cell
-from lnorm.training import benchmark
+from lnorm.training import throughput
 
 
 def _measure(runners: dict, repeats: int, warmup: int = 2) -> dict:
@@ -252,7 +252,7 @@ def main(argv=None):
                       help="skip the naive flax LN-LSTM row")
   parser.add_argument("--rows", nargs="+", default=None, metavar="ROW",
                       help="time only these rows (PyTorch's without the @threads)")
-  benchmark.add_json_flag(parser)
+  throughput.add_json_flag(parser)
   args = parser.parse_args(argv)
   host_memory.keep_freed_memory()  # As `lnorm train` runs (LNORM_KEEP_FREED_MEMORY=0: not).
 
@@ -298,7 +298,7 @@ def main(argv=None):
     row_records = [{"name": name, "median_ms": median, "min_ms": best,
                     "compile_s": compile_s.get(name)}
                    for name, (median, best) in measured.items()]
-    benchmark.write_json(args.json, benchmark.bench_record(args, row_records, ratio_records))
+    throughput.write_json(args.json, throughput.bench_record(args, row_records, ratio_records))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import numpy as np
 import optax
 
 from lnorm.data import batching
-from lnorm.training import benchmark
+from lnorm.training import throughput
 from lnorm.training import steps
 from lnorm.training import parallel
 from lnorm.training.task import load_task
@@ -44,7 +44,7 @@ def main():
     parser.add_argument("--lengths", default="25,50,100,200,400",
                         help="Sequence lengths in steps, comma-separated.")
 
-  args, config = benchmark.parse_args(__doc__.split("\n")[0],
+  args, config = throughput.parse_args(__doc__.split("\n")[0],
                                       "configs/attentive_reader.py:norm=ln,scale=cpu",
                                       add_arguments)
   task = load_task(config)

@@ -193,3 +193,19 @@ class AttentiveReader(nn.Module):
                        first_entity_output(self.answer_vocabulary, self.entity_offset))
     return self.encode(passage, passage_length, question, question_length,
                        train=train)[1]
+
+
+def forward_macs(config, batch_size: int, passage_tokens: int, question_tokens: int,
+                 vocab_size: int, num_entities: int) -> int:
+  """Multiply-accumulates of the matmuls in one forward pass over a batch padded to
+  ``passage_tokens`` and ``question_tokens``, for ``lnorm flops``: both LSTMs, the
+  attention, the attention-weighted sum and the readout; the answer softmax has ``num_entities``
+  outputs (10 candidates for CBT-style data) or the whole vocabulary."""
+  m = config.model
+  e, h, a, r = m.embed_size, m.hidden_size, m.attention_size, m.readout_size
+  tp, tq = passage_tokens, question_tokens
+  n = vocab_size if m.answer_vocabulary == "vocabulary" else num_entities
+  lstm = lambda t: t * (e * 4 * h + h * 4 * h)
+  attention = tp * h * a + h * a + tp * a + (tp * h * h + h * h if m.bilinear else 0)
+  pooling = tp * h  # sum_t alpha_t d_t (the mean of d_t is a sum, not a matmul)
+  return batch_size * (lstm(tp) + lstm(tq) + attention + pooling + 3 * h * r + r * n)

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import optax
 
 from experiments.attentive_reader import initialisation
+from experiments.attentive_reader import model as model_lib
 from experiments.attentive_reader.model import (
     ANSWER_VOCABULARIES, AttentiveReader, entity_outputs, first_entity_output,
     passage_entities, restrict)
@@ -94,6 +95,12 @@ class Task(BaseTask):
         dropout=m.dropout, embed_dropout=m.embed_dropout, bilinear=m.bilinear,
         permute_in_training=c.data.permute_entities,
         answer_vocabulary=m.answer_vocabulary, inits=self.inits)
+
+  def forward_macs(self, dataset, batch):
+    batch_size, passage_tokens = batch["passage"].shape
+    return model_lib.forward_macs(self.config, batch_size, passage_tokens,
+                                  batch["question"].shape[1], dataset.info["vocab_size"],
+                                  dataset.info["num_entities"])
 
   def model_inputs(self, batch):
     return (batch["passage"], batch["passage_length"], batch["question"],

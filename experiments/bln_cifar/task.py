@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lnorm.errors import ConfigError
-from lnorm.models import LeNet
+from lnorm.models import LeNet, lenet
 from lnorm.normalization import make_norm
 from lnorm.training.task import Task as BaseTask
 from lnorm.training.task import classification_metrics
@@ -72,6 +72,11 @@ class Task(BaseTask):
     conv_norm = make_norm(c.norm, {**options, **conv_axes(c.norm_axes, c.norm)})
     return LeNet(num_classes=dataset.info["num_classes"], conv_norm=conv_norm,
                  dense_norm=make_norm(c.norm, options))
+
+  def forward_macs(self, dataset, batch):
+    image = batch["image"]
+    return lenet.forward_macs(image.shape[0], image.shape[1:], dataset.info["num_classes"],
+                              LeNet.conv_features, LeNet.hidden_sizes)
 
   def model_inputs(self, batch):
     image = batch["image"].astype(jnp.float32)

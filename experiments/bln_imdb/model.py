@@ -76,3 +76,13 @@ class SentimentRNN(nn.Module):
     x = self.activation(self.norm.dense(self.hidden_size, name="dense")(x))
     x = self.norm.layer(name="norm_2")(x, train=train)
     return nn.Dense(1, name="logit")(x)[:, 0]
+
+
+def forward_macs(c, batch_size: int, tokens: int) -> int:
+  """Multiply-accumulates of the matmuls in one forward pass over a batch of reviews
+  padded to ``tokens``, for ``lnorm flops``: both LSTMs at every padded step (masked
+  steps are computed too), then the dense layer and the logit. The embedding is a
+  lookup, not a matmul."""
+  e, (h0, h1), d = c.model.embed_size, c.model.lstm_sizes, c.model.hidden_size
+  lstms = tokens * ((e + h0) * 4 * h0 + (h0 + h1) * 4 * h1)
+  return batch_size * (lstms + h1 * d + d * 1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import optax
 
+from experiments.bln_imdb import model as model_lib
 from experiments.bln_imdb.model import DROPOUT_MASKS, SentimentRNN
 from lnorm.errors import ConfigError
 from lnorm.normalization import make_norm
@@ -68,6 +69,10 @@ class Task(BaseTask):
         dropout_mask=_model_field(c, "dropout_mask"),
         mask_padding=_model_field(c, "mask_padding"),
         forget_bias=c.model.forget_bias)
+
+  def forward_macs(self, dataset, batch):
+    del dataset
+    return model_lib.forward_macs(self.config, *batch["tokens"].shape)
 
   def model_inputs(self, batch):
     return batch["tokens"], batch["length"]

@@ -220,3 +220,27 @@ class Draw(nn.Module):
     if self.trace:
       result["trace"] = out
     return result
+
+
+def forward_macs(c, batch_size: int, image_hw: tuple[int, int] = (28, 28)) -> int:
+  """Multiply-accumulates of the matmuls in one forward pass over a batch, for
+  ``lnorm flops``: per glimpse, the read (attention map and filters, or the whole
+  image), the encoder LSTM, the posterior, the decoder LSTM and the write."""
+  h, z, t = c.hidden_size, c.latent_size, c.num_glimpses
+  rows, cols = image_hw
+  pixels = rows * cols
+  rn = c.read_n if c.attention else 0
+  wn = c.write_n if c.attention else 0
+
+  def attend(n):  # F_y x F_x^T (or its transpose for writing): two small matmuls
+    return n * rows * cols + n * n * cols
+
+  read_size = 2 * rn * rn if rn else 2 * pixels
+  per_glimpse = (
+      ((h * 5 + 2 * attend(rn)) if rn else 0)  # read attention map, x and x_hat
+      + (read_size + h) * 4 * h + h * 4 * h  # encoder LSTM
+      + h * 2 * z  # posterior
+      + z * 4 * h + h * 4 * h  # decoder LSTM
+      + h * (wn * wn if wn else pixels)  # write patch / full canvas
+      + ((h * 5 + attend(wn)) if wn else 0))  # write attention map and F_y^T w F_x
+  return batch_size * t * per_glimpse

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from experiments.draw import model as model_lib
 from experiments.draw import pictures
 from experiments.draw.model import Draw
 from lnorm.rnn import cell_options, make_lstm_cell
@@ -41,6 +42,11 @@ class Task(BaseTask):
                        write_n=c.write_n if attention else 0, image_shape=image_shape,
                        unroll=c.get("scan_unroll", 1))
     return self._model
+
+  def forward_macs(self, dataset, batch):
+    del dataset
+    image = batch["image"]
+    return model_lib.forward_macs(self.config, image.shape[0], image.shape[1:3])
 
   def model_inputs(self, batch):
     return (batch["image"].astype(jnp.float32),)

@@ -148,3 +148,16 @@ def sequence_nll(outputs: dict[str, jax.Array], strokes: jax.Array, length: jax.
   # where, not multiply: a padded step's density may be anything, even inf.
   nll = -jnp.sum(jnp.where(mask, log_p, 0.0), axis=1)
   return nll, jnp.sum(mask, axis=1).astype(jnp.float32)
+
+
+def forward_macs(c, batch_size: int, points: int, chars: int, num_symbols: int) -> int:
+  """Multiply-accumulates of the matmuls in one forward pass over a batch of lines
+  padded to ``points`` pen points and ``chars`` characters, for ``lnorm flops``: at
+  every point, the first LSTM layer, the attention window, the upper layers (with their
+  skip inputs) and the mixture density outputs."""
+  h, k, v = c.hidden_size, c.num_gaussians, num_symbols
+  layer1 = (3 + v) * 4 * h + h * 4 * h  # [x_t, w_{t-1}] and h1_{t-1} -> gates
+  window = h * 3 * k + chars * v  # alpha, beta, kappa; then w_t = phi c
+  upper = (c.num_layers - 1) * ((3 + v + h) * 4 * h + h * 4 * h)  # skip inputs + below
+  output = c.num_layers * h * mdn.num_outputs(c.num_components)
+  return batch_size * points * (layer1 + window + upper + output)

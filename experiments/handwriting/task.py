@@ -21,6 +21,7 @@ import re
 import jax
 import jax.numpy as jnp
 
+from experiments.handwriting import model as model_lib
 from experiments.handwriting import pictures
 from experiments.handwriting import sampling
 from experiments.handwriting.model import HandwritingSynthesis, sequence_nll
@@ -53,6 +54,11 @@ class Task(BaseTask):
   def build_model(self, dataset):
     self._model = build_model(self.config, dataset.info["num_symbols"])
     return self._model
+
+  def forward_macs(self, dataset, batch):
+    batch_size, points = batch["strokes"].shape[:2]
+    return model_lib.forward_macs(self.config, batch_size, points, batch["text"].shape[1],
+                                  dataset.info["num_symbols"])
 
   def model_inputs(self, batch):
     return batch["strokes"], batch["length"], batch["text"], batch["text_length"]

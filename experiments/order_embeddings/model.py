@@ -97,3 +97,13 @@ def contrastive_loss(caption_emb, image_emb, score: str = "order", margin: float
   against_captions = jnp.maximum(0.0, margin - positive[None, :] + s) * off_diagonal
   per_example = jnp.sum(against_images, axis=1) + jnp.sum(against_captions, axis=0)
   return jnp.sum(per_example), per_example
+
+
+def forward_macs(c, batch_size: int, words: int, feature_size: int) -> int:
+  """Multiply-accumulates of the matmuls in one forward pass over a batch of
+  image-caption pairs with captions padded to ``words``, for ``lnorm flops``: the GRU's
+  input and recurrent maps at every padded step, and the image projection. The loss's
+  [B, B] score matrix is left out: B x B x E, small beside the GRU, and no matmul at
+  all under the order-violation score (an elementwise max)."""
+  w, e = c.model.word_size, c.model.embed_size
+  return batch_size * (words * (w * 3 * e + e * 3 * e) + feature_size * e)

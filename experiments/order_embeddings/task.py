@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.order_embeddings import model as model_lib
 from experiments.order_embeddings.model import OrderEmbedding, contrastive_loss
 from lnorm.evaluation import retrieval
 from lnorm.data import batching
@@ -97,6 +98,11 @@ class Task(BaseTask):
             variables, captions, lengths, images, train=False),
         out_shardings=parallel.replicated(self._mesh))
     return model
+
+  def forward_macs(self, dataset, batch):
+    del dataset
+    return model_lib.forward_macs(self.config, batch["captions"].shape[0],
+                                  batch["captions"].shape[-1], batch["image"].shape[-1])
 
   def model_inputs(self, batch):
     return batch["captions"], batch["caption_length"], batch["image"]

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import flax.linen as nn
 import jax.numpy as jnp
+import numpy as np
 
 from lnorm.errors import ConfigError
-from lnorm.models import MLP
+from lnorm.models import MLP, mlp
 from lnorm.normalization import make_norm
 from lnorm.training.task import Task as BaseTask
 from lnorm.training.task import classification_metrics
@@ -32,6 +33,11 @@ class Task(BaseTask):
     return MLP(hidden_sizes=tuple(c.hidden_sizes), num_outputs=dataset.info["num_classes"],
                norm=norm, position=position, normalize_logits=normalize_logits,
                activation=ACTIVATIONS[c.activation])
+
+  def forward_macs(self, dataset, batch):
+    image = batch["image"]
+    return mlp.forward_macs(image.shape[0], int(np.prod(image.shape[1:])),
+                            self.config.hidden_sizes, dataset.info["num_classes"])
 
   def model_inputs(self, batch):
     return (batch["image"].astype(jnp.float32) / 255.0,)

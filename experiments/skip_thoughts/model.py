@@ -63,3 +63,14 @@ class SkipThoughts(nn.Module):
       states.append(decoder(inputs, lengths[:, which], train=train,
                             initial_carry=u).outputs)
     return self.output(jnp.stack(states, axis=1))
+
+
+def forward_macs(c, batch_size: int, words: int, vocab_size: int) -> int:
+  """Multiply-accumulates of the matmuls in one forward pass over a batch of
+  (previous, current, next) triples padded to ``words``, for ``lnorm flops``: three
+  GRUs (W_x [E, 3H] and W_h [H, 3H] per step) and the shared output layer [H, V] at
+  each of the two decoders' steps."""
+  e, h = c.model.embed_size, c.model.hidden_size
+  grus = 3 * words * (e * 3 * h + h * 3 * h)
+  output_layer = 2 * words * h * vocab_size
+  return batch_size * (grus + output_layer)

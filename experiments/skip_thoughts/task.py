@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from experiments.skip_thoughts import model as model_lib
 from experiments.skip_thoughts.model import NEXT, PREVIOUS, SkipThoughts
 from lnorm.data import books
 from lnorm.data import text
@@ -63,6 +64,10 @@ class Task(BaseTask):
     cell = make_gru_cell(c.norm, **cell_options(c))
     return SkipThoughts(vocab_size=vocab_size, cell=cell, embed_size=c.model.embed_size,
                         hidden_size=c.model.hidden_size)
+
+  def forward_macs(self, dataset, batch):
+    batch_size, _, words = batch["tokens"].shape
+    return model_lib.forward_macs(self.config, batch_size, words, dataset.info["vocab_size"])
 
   def model_inputs(self, batch):
     return batch["tokens"], batch["length"]

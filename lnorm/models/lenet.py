@@ -43,3 +43,22 @@ class LeNet(nn.Module):
       x = self.dense_norm.dense(size, name=f"dense_{i}")(x)
       x = self.dense_norm.layer(name=f"dense_norm_{i}")(self.activation(x), train=train)
     return nn.Dense(self.num_classes, name="logits")(x)
+
+
+def forward_macs(batch_size: int, image_shape: tuple[int, int, int], num_classes: int,
+                 conv_features: tuple[int, int] = (6, 16),
+                 hidden_sizes: tuple[int, int] = (120, 84)) -> int:
+  """Multiply-accumulates of the convolutions and dense layers in one forward pass
+  over a batch of ``image_shape`` (H, W, C) images: each 5x5 convolution costs
+  25 x C_in MACs per output pixel and channel ('same' keeps H x W, 'valid' loses 4),
+  and each 2x2 pooling halves the sides (rounding down)."""
+  height, width, channels = image_shape
+  macs = 0
+  for features, padding in zip(conv_features, ("SAME", "VALID")):
+    if padding == "VALID":
+      height, width = height - 4, width - 4
+    macs += height * width * features * 25 * channels
+    height, width, channels = height // 2, width // 2, features
+  sizes = [height * width * channels, *hidden_sizes, num_classes]
+  macs += sum(a * b for a, b in zip(sizes, sizes[1:]))
+  return batch_size * macs

@@ -45,3 +45,10 @@ class MLP(nn.Module):
                           name="logits")(x)
       return self.norm.layer(name="norm_logits")(x, train=train)
     return nn.Dense(self.num_outputs, name="logits")(x)
+
+
+def forward_macs(batch_size: int, input_size: int, hidden_sizes: Sequence[int],
+                 num_outputs: int) -> int:
+  """Multiply-accumulates of an MLP's matmuls in one forward pass over a batch."""
+  sizes = [input_size, *hidden_sizes, num_outputs]
+  return batch_size * sum(a * b for a, b in zip(sizes, sizes[1:]))

@@ -125,6 +125,25 @@ class Task:
   def train_split(self) -> str:
     return "train"
 
+  def forward_macs(self, dataset: Dataset, batch: Batch) -> int:
+    """Multiply-accumulates of the model's matmuls (and convolutions) in one forward
+    pass over ``batch``, counted from the config, the data's sizes and the batch's
+    padded shapes: what ``lnorm flops`` sets against the measured step time. Each
+    experiment counts its own, beside its model."""
+    del dataset, batch
+    raise NotImplementedError(f"{type(self).__name__} does not count its FLOPs: give it a "
+                              "forward_macs(dataset, batch).")
+
+  def train_step_flops(self, dataset: Dataset, batch: Batch) -> int:
+    """The matmul FLOPs of one train step on ``batch`` (see ``train_step_flops``)."""
+    return train_step_flops(self.forward_macs(dataset, batch))
+
+
+def train_step_flops(forward_macs: int) -> int:
+  """A train step's FLOPs from its forward multiply-accumulates: 2 FLOPs per MAC, and
+  the backward pass costs twice the forward."""
+  return 3 * 2 * forward_macs
+
 
 def load_task(config: ml_collections.ConfigDict) -> Task:
   name = config.get("experiment")

@@ -1,12 +1,13 @@
 r"""Time a config's jitted train step against this machine's matmul rate.
 
-Each experiment's ``scripts/<name>_flops.py`` counts its train step's matmul FLOPs
-analytically and builds a batch of the configured shapes; this module does the rest,
-the same way for every experiment: compile the harness's own train step (timed
-apart), time steps after a warm-up, measure the float32 matmul rate with one large
-square matmul, and report the share of that rate a step achieves (1.0: as fast as a
-big matmul). Wall and process-CPU times are both given: on a shared machine the CPU
-time is the fairer clock.
+Each experiment counts its train step's matmul FLOPs beside its model
+(``Task.forward_macs``); ``lnorm flops`` (``measure_config``) does the rest, the same
+way for every experiment: take the training batches of each padded shape the loop
+computes (one per length bucket), compile the harness's own train step (timed apart),
+time steps after a warm-up, measure the float32 matmul rate with one large square
+matmul, and report the share of that rate a step achieves (1.0: as fast as a big
+matmul). Wall and process-CPU times are both given: on a shared machine the CPU time
+is the fairer clock.
 
 It also holds what every benchmark script's ``--json PATH`` record shares: the machine
 and library versions the figures were measured with, and the writing of the file.
@@ -15,30 +16,29 @@ and library versions the figures were measured with, and the writing of the file
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import os
 import pathlib
 import platform
+import statistics
 import sys
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 
 from lnorm import config as config_lib
+from lnorm.data import batching
+from lnorm.rnn import cells
 from lnorm.training import host_memory
-from lnorm.training.steps import TrainState, make_train_step
 from lnorm.training.optim import make_optimizer
-from lnorm.training.task import Task
-
-
-def train_step_flops(forward_macs: int) -> int:
-  """A train step's FLOPs from its forward multiply-accumulates: 2 FLOPs per MAC, and
-  the backward pass costs twice the forward."""
-  return 3 * 2 * forward_macs
+from lnorm.training.steps import TrainState, length_buckets, make_train_step
+from lnorm.training.task import Task, load_task
 
 
 def time_calls(fn: Callable[[], Any], n: int) -> tuple[float, float]:
@@ -83,9 +83,11 @@ def parse_args(description: str, default_config: str,
 
 def measure_train_step(task: Task, model, config: ml_collections.ConfigDict, batch,
                        *, flops: int, steps: int = 5, matmul_size: int = 2048,
-                       matmul_reps: int = 10) -> dict[str, Any]:
+                       matmul_reps: int = 10,
+                       rate: tuple[float, float] | None = None) -> dict[str, Any]:
   """Compile and time ``make_train_step(task, model)`` on ``batch``; ``flops`` is the
-  step's analytic matmul count (see ``train_step_flops``)."""
+  step's analytic matmul count (``Task.train_step_flops``). ``rate``: the matmul rate
+  (wall, CPU) if already measured, else measured here."""
   key = jax.random.key(config.seed)
   init_rngs = {"params": key, **{name: key for name in task.rng_streams}}
   variables = jax.jit(lambda rngs: model.init(rngs, *task.model_inputs(batch), train=True))(
@@ -108,7 +110,7 @@ def measure_train_step(task: Task, model, config: ml_collections.ConfigDict, bat
     return out["loss"]
 
   step_wall, step_cpu = time_calls(one_step, steps)
-  rate_wall, rate_cpu = matmul_rate(matmul_size, matmul_reps)
+  rate_wall, rate_cpu = rate or matmul_rate(matmul_size, matmul_reps)
   return {
       "norm": config.get("norm"), "batch_size": config.batch_size,
       "devices": str(jax.devices()),
@@ -124,6 +126,107 @@ def measure_train_step(task: Task, model, config: ml_collections.ConfigDict, bat
       "ratio_wall": (flops / rate_wall) / step_wall,
       "ratio_cpu": (flops / rate_cpu) / step_cpu,
   }
+
+
+def training_batches(config: ml_collections.ConfigDict, arrays: Mapping[str, np.ndarray],
+                     buckets: batching.LengthBuckets | None) -> list[dict[str, np.ndarray]]:
+  """A training batch of each padded shape the loop computes: the first batch, or with
+  length buckets the first of each bucket in the first epoch's order, shortest first."""
+  order = batching.training_order(arrays, config.batch_size, config.seed, 0, buckets)
+  by_shape: dict[tuple, dict[str, np.ndarray]] = {}
+  for step in range(batching.steps_per_epoch(len(order), config.batch_size)):
+    chunk = batching.train_chunk(arrays, config.batch_size, config.seed, 0, step, 1,
+                                 buckets, order)
+    batch = {k: v[0] for k, v in chunk.items()}
+    by_shape.setdefault(tuple(v.shape for v in batch.values()), batch)
+    if buckets is None or len(by_shape) == len(buckets.edges):
+      break
+  return [by_shape[shape] for shape in sorted(by_shape)]
+
+
+def measure_config(config: ml_collections.ConfigDict, *, steps: int = 5,
+                   matmul_size: int = 2048, matmul_reps: int = 10) -> dict[str, Any]:
+  """``lnorm flops``: for each padded batch shape of ``config``'s training (its data
+  loaded as ``lnorm train`` loads it), the train step's matmul FLOPs, its measured time
+  and its share of the matmul rate; and their means over the shapes (each length
+  bucket takes about the same share of the steps)."""
+  task = load_task(config)
+  dataset = task.load_data()
+  arrays = dataset.splits[task.train_split()]
+  buckets = length_buckets(config, task, arrays)
+  model = task.build_model(dataset)
+  rate = matmul_rate(matmul_size, matmul_reps)
+  rows = []
+  for batch in training_batches(config, arrays, buckets):
+    flops = task.train_step_flops(dataset, batch)
+    report = measure_train_step(task, model, config, jax.tree.map(jnp.asarray, batch),
+                                flops=flops, steps=steps, rate=rate)
+    rows.append({"shapes": {k: list(v.shape) for k, v in batch.items()}, **report,
+                 "examples_per_sec_wall": config.batch_size / report["step_seconds_wall"]})
+  mean = {k: float(np.mean([r[k] for r in rows]))
+          for k in ("train_step_matmul_flops", "step_seconds_wall", "step_seconds_cpu",
+                    "ratio_wall", "ratio_cpu", "examples_per_sec_wall")}
+  return {"experiment": config.experiment, "norm": config.get("norm"),
+          "batch_size": config.batch_size, "data": dataset.source, "rows": rows,
+          "mean_over_shapes": mean}
+
+
+@contextlib.contextmanager
+def scanned_recurrences() -> Iterator[None]:
+  """Recurrent layers scan their cells step by step instead of running the fused
+  recurrences (``lnorm.rnn.fused``), for models built and compiled inside."""
+  classes = [c for c in vars(cells).values()
+             if isinstance(c, type) and isinstance(c.__dict__.get("fusable"), property)]
+  saved = {c: c.__dict__["fusable"] for c in classes}
+  for c in classes:
+    c.fusable = property(lambda self: False)
+  try:
+    yield
+  finally:
+    for c, fusable in saved.items():
+      c.fusable = fusable
+
+
+def _step_runner(task: Task, model, config: ml_collections.ConfigDict, batch) -> Callable:
+  """A compiled, warmed-up train step: each call of the result takes one step."""
+  key = jax.random.key(config.seed)
+  init_rngs = {"params": key, **{name: key for name in task.rng_streams}}
+  variables = jax.jit(lambda rngs: model.init(rngs, *task.model_inputs(batch), train=True))(
+      init_rngs)
+  state = TrainState.create(apply_fn=model.apply, params=variables["params"],
+                            tx=make_optimizer(config.optimizer),
+                            batch_stats=variables.get("batch_stats", {}))
+  compiled = jax.jit(make_train_step(task, model)).lower(state, batch, key).compile()
+  holder = {"state": compiled(state, batch, key)[0]}
+
+  def run():
+    holder["state"], out = compiled(holder["state"], batch, key)
+    jax.block_until_ready(out["loss"])
+  run()
+  return run
+
+
+def compare_scan(config: ml_collections.ConfigDict, steps: int = 5) -> dict[str, Any]:
+  """Median wall seconds of the train step with its recurrences fused and scanned,
+  timed in alternation (one of each per round) so that a shared machine's load falls
+  on both; on the config's first training batch."""
+  task = load_task(config)
+  dataset = task.load_data()
+  arrays = dataset.splits[task.train_split()]
+  batch = jax.tree.map(jnp.asarray, training_batches(config, arrays, None)[0])
+  fused = _step_runner(task, task.build_model(dataset), config, batch)
+  with scanned_recurrences():
+    scanned = _step_runner(task, task.build_model(dataset), config, batch)
+  times = {"fused": [], "scanned": []}
+  for _ in range(steps):
+    for name, run in (("fused", fused), ("scanned", scanned)):
+      start = time.perf_counter()
+      run()
+      times[name].append(time.perf_counter() - start)
+  medians = {name: statistics.median(t) for name, t in times.items()}
+  return {"experiment": config.experiment, "norm": config.get("norm"),
+          "step_seconds_wall_median": medians,
+          "fused_over_scanned": medians["fused"] / medians["scanned"]}
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
