@@ -1,6 +1,8 @@
-"""The training harness shared by every experiment: the loop and its pieces (schedule,
-checkpoints, records), optimizers, workdirs, device parallelism and throughput.
+"""The training harness shared by every experiment: the loop (``loop``) and its pieces
+(``steps``, ``eval_schedule``, ``checkpoint_policy``, ``records``), optimizers,
+checkpoints, workdirs, device parallelism, the compilation cache and throughput.
 
-Imports ``lnorm.models``, ``lnorm.data``, ``lnorm.progress`` and ``lnorm.errors``; never
-the analysis, the sweeps or the commands.
+Imports ``lnorm.data``, ``lnorm.rnn``, ``lnorm.normalization``, ``lnorm.config``,
+``lnorm.progress`` and ``lnorm.errors``; never the analysis, the sweeps, the commands
+or the experiments (``task`` knows those by name only).
 """
