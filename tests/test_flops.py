@@ -10,7 +10,6 @@ import math
 import re
 
 import jax
-import numpy as np
 import pytest
 
 from lnorm import cli

@@ -12,7 +12,6 @@ length bucket), with the data loaded as ``lnorm train`` loads it.
 from __future__ import annotations
 
 import argparse
-import json
 
 from lnorm import config as config_lib
 

@@ -81,6 +81,17 @@ def parse_args(description: str, default_config: str,
   return args, config
 
 
+def _initial_state(task: Task, model, config: ml_collections.ConfigDict, batch,
+                   key: jax.Array) -> TrainState:
+  """The model initialised on ``batch``, with the config's optimizer."""
+  init_rngs = {"params": key, **{name: key for name in task.rng_streams}}
+  variables = jax.jit(lambda rngs: model.init(rngs, *task.model_inputs(batch), train=True))(
+      init_rngs)
+  return TrainState.create(apply_fn=model.apply, params=variables["params"],
+                           tx=make_optimizer(config.optimizer),
+                           batch_stats=variables.get("batch_stats", {}))
+
+
 def measure_train_step(task: Task, model, config: ml_collections.ConfigDict, batch,
                        *, flops: int, steps: int = 5, matmul_size: int = 2048,
                        matmul_reps: int = 10,
@@ -89,12 +100,7 @@ def measure_train_step(task: Task, model, config: ml_collections.ConfigDict, bat
   step's analytic matmul count (``Task.train_step_flops``). ``rate``: the matmul rate
   (wall, CPU) if already measured, else measured here."""
   key = jax.random.key(config.seed)
-  init_rngs = {"params": key, **{name: key for name in task.rng_streams}}
-  variables = jax.jit(lambda rngs: model.init(rngs, *task.model_inputs(batch), train=True))(
-      init_rngs)
-  state = TrainState.create(apply_fn=model.apply, params=variables["params"],
-                            tx=make_optimizer(config.optimizer),
-                            batch_stats=variables.get("batch_stats", {}))
+  state = _initial_state(task, model, config, batch, key)
 
   wall, cpu = time.perf_counter(), time.process_time()
   compiled = jax.jit(make_train_step(task, model)).lower(state, batch, key).compile()
@@ -114,7 +120,7 @@ def measure_train_step(task: Task, model, config: ml_collections.ConfigDict, bat
   return {
       "norm": config.get("norm"), "batch_size": config.batch_size,
       "devices": str(jax.devices()),
-      "parameters": sum(x.size for x in jax.tree.leaves(variables["params"])),
+      "parameters": sum(x.size for x in jax.tree.leaves(state.params)),
       "compile_seconds_wall": round(compile_wall, 2),
       "compile_seconds_cpu": round(compile_cpu, 2),
       "step_seconds_wall": step_wall, "step_seconds_cpu": step_cpu,
@@ -190,12 +196,7 @@ def scanned_recurrences() -> Iterator[None]:
 def _step_runner(task: Task, model, config: ml_collections.ConfigDict, batch) -> Callable:
   """A compiled, warmed-up train step: each call of the result takes one step."""
   key = jax.random.key(config.seed)
-  init_rngs = {"params": key, **{name: key for name in task.rng_streams}}
-  variables = jax.jit(lambda rngs: model.init(rngs, *task.model_inputs(batch), train=True))(
-      init_rngs)
-  state = TrainState.create(apply_fn=model.apply, params=variables["params"],
-                            tx=make_optimizer(config.optimizer),
-                            batch_stats=variables.get("batch_stats", {}))
+  state = _initial_state(task, model, config, batch, key)
   compiled = jax.jit(make_train_step(task, model)).lower(state, batch, key).compile()
   holder = {"state": compiled(state, batch, key)[0]}
 
