@@ -148,7 +148,10 @@ def test_two_member_sweep_runs_resumes_and_skips(tiny_config, tmp_path, capsys):
   assert cli.main(base + ["--config.num_epochs=2"]) == 0
   for name in ("norm=ln", "norm=bn"):
     with open(os.path.join(workdir, name, "train.log")) as f:
-      assert "Resuming from the checkpoint at step 40" in f.read()
+      log = f.read()
+    assert "Resuming from the checkpoint at step 40" in log
+    # The runner writes the member's output there; the member adds no copy of its own.
+    assert log.count("Resuming from the checkpoint at step 40") == 1
     assert [r["step"] for r in epoch_records(os.path.join(workdir, name))] == [40, 80]
   assert epoch_records(os.path.join(workdir, "norm=ln"))[0] == first_epoch
   assert _summary_csv(workdir)["norm=ln"]["epochs"] == "2"

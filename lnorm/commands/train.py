@@ -19,6 +19,9 @@ Ctrl-C or SIGTERM saves a checkpoint and exits with code 130.
 
 The log is also appended to <workdir>/train.log ($LNORM_TRAIN_LOG=0: not).
 
+Compiled programs are kept in the cache folder's jax/ (below), so that a rerun of a
+config compiles nothing; $LNORM_COMPILATION_CACHE=0 turns that off.
+
 Progress: a bar on a terminal; when stderr is a file or a pipe, a plain line every
 --config.progress_every_secs seconds (30).
 
