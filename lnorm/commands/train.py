@@ -13,7 +13,9 @@ EPILOG = """\
 Rerunning the same command with the same --workdir resumes from the latest checkpoint
 (saved at epoch ends, after the first minute, every checkpoint_every_secs and on
 Ctrl-C/SIGTERM). A workdir holds one run: a different config, or data that resolves
-differently (e.g. $LNORM_DATA_DIR set under data.source=auto), is refused.
+differently (e.g. $LNORM_DATA_DIR set under data.source=auto), is refused. One
+process at a time: a second command on a workdir in use stops at once and names the
+process that holds it (a killed process holds nothing).
 
 Ctrl-C or SIGTERM saves a checkpoint and exits with code 130.
 
@@ -28,14 +30,13 @@ and offline without (upload later with `wandb sync`). The log says which applied
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.formatter_class = argparse.RawDescriptionHelpFormatter
-  parser.epilog = EPILOG
   parser.add_argument("--config", required=True,
                       help="A config file with an optional argument, e.g. "
                       "configs/perm_mnist.py:norm=ln,batch_size=4.")
   parser.add_argument("--workdir", required=True,
                       help="Where checkpoints, config.json and metrics.jsonl go.")
   from lnorm.data import cache  # pylint: disable=g-import-not-at-top
-  parser.epilog = cache.HELP
+  parser.epilog = EPILOG + "\n" + cache.HELP
 
 
 def load(config_spec: str, overrides: dict[str, str]):
@@ -45,8 +46,12 @@ def load(config_spec: str, overrides: dict[str, str]):
 
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
+  from lnorm.training import workdir_lock  # pylint: disable=g-import-not-at-top
   from lnorm.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
   config = load(args.config, overrides)
-  metrics = train_and_evaluate(config, args.workdir)
+  workdir = workdir_lock.make_workdir(args.workdir)
+  # Held before anything in the workdir is read or written: a second process stops here.
+  with workdir_lock.hold(workdir, "lnorm train"):
+    metrics = train_and_evaluate(config, args.workdir)
   print(json.dumps({"workdir": args.workdir, "final": metrics}, indent=2, default=str))
   return 0

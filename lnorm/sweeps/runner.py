@@ -45,6 +45,7 @@ from lnorm.analysis.runs import (SWEEP_FILE, Run, distinguishing_keys, epoch_rec
                         is_epoch_record, is_seed, lower_is_better, read_config, read_records,
                         read_sweep_file, setting_name, summary_metrics)
 from lnorm.sweeps.space import SweepSpace
+from lnorm.training import workdir_lock
 from lnorm.training.defaults import is_complete
 
 SUMMARY_FILE = "summary.csv"
@@ -248,7 +249,15 @@ def run_sweep(config_spec: str, space: SweepSpace, workdir: str,
   sweep_name = sweep_label(workdir, name)
   workdir = os.path.abspath(workdir)
   members, configs = prepare(config_spec, space, workdir, extra)  # Fails before running.
-  os.makedirs(workdir, exist_ok=True)
+  workdir_lock.make_workdir(workdir)
+  # One sweep per folder (each member's `lnorm train` holds the member's workdir too).
+  with workdir_lock.hold(workdir, f"lnorm sweep {sweep_name}"):
+    return _run_held(config_spec, space, workdir, members, configs, extra, parallel,
+                     figures, name, select, sweep_name)
+
+
+def _run_held(config_spec, space, workdir, members, configs, extra, parallel, figures,
+              name, select, sweep_name) -> "Summary":
   _write_sweep_file(workdir, config_spec, name, space, members, extra)
 
   todo, outcomes = [], {}
