@@ -200,6 +200,67 @@ def format_value(value: Any) -> str:
   return str(value)
 
 
+# --- the data a run trained on -----------------------------------------------------------
+
+#: Data fields that only say where the data is read from. Runs that differ in other
+#: ``data.*`` fields (the held-out split's seed, a subset, a pixel permutation) differ
+#: in their data on purpose, and the analyses see that field; runs equal in all of them
+#: should have trained on the same data, but need not have: under ``data.source=auto``
+#: the README's quick start trains on 5,000 embedded digits, the same command with
+#: $LNORM_DATA_DIR set on the full 60,000.
+_WHERE_FROM = ("data.source", "data.data_dir")
+
+
+def data_identity(run: "Run") -> tuple | None:
+  """What makes a run's data the data it is: its fingerprint, else (runs from before
+  fingerprints) the dataset's name, source and split sizes; None without a record."""
+  data = run.data or {}
+  if not data:
+    return None
+  if data.get("fingerprint"):
+    return ("fingerprint", data["fingerprint"])
+  sizes = tuple(sorted((data.get("num_examples") or {}).items()))
+  return ("described", data.get("name"), data.get("source"), sizes)
+
+
+def describe_data(run: "Run") -> str:
+  """``mnist from embedded: 4000 train, 500 validation, 500 test (fingerprint 1a2b3c4d)``"""
+  data = run.data or {}
+  sizes = ", ".join(f"{n} {split}" for split, n in (data.get("num_examples") or {}).items())
+  text = f"{data.get('name', '?')} from {data.get('source', '?')}" + (f": {sizes}" if sizes else "")
+  return text + (f" (fingerprint {data['fingerprint'][:8]})" if data.get("fingerprint") else "")
+
+
+def check_same_data(runs: Sequence["Run"], action: str) -> None:
+  """Refuses to pool runs trained on different data: within an experiment, runs whose
+  ``data.*`` config fields (but where the data is read from) are equal must have the
+  same ``data_identity``. ``action`` names what was asked ("lnorm compare")."""
+  groups: dict[tuple, list[Run]] = {}
+  for r in runs:
+    if data_identity(r) is None:
+      continue  # A run without a data record: nothing to compare.
+    fields = tuple(sorted((k, repr(v)) for k, v in r.config.items()
+                          if k.startswith("data.") and k not in _WHERE_FROM))
+    groups.setdefault((str(r.config.get("experiment", "")), fields), []).append(r)
+  for (experiment, _), members in groups.items():
+    by_data: dict[tuple, list[Run]] = {}
+    for r in members:
+      by_data.setdefault(data_identity(r), []).append(r)
+    if len(by_data) < 2:
+      continue
+    lines = "".join(f"  {describe_data(rs[0])}: {', '.join(r.path for r in rs)}\n"
+                    for rs in by_data.values())
+    records = [rs[0].data for rs in by_data.values()]
+    differing = [k for k in ("name", "source", "num_examples", "fingerprint")
+                 if len({json.dumps(d.get(k), sort_keys=True) for d in records}) > 1]
+    raise UserError(
+        f"{action} would pool {experiment or 'runs'} runs trained on different data "
+        f"(they differ in {', '.join(differing) or 'their data'}):\n{lines}"
+        "Results on different data are not seeds of one setting. Pass the runs of one "
+        "dataset only, or retrain the others on it (data.source=auto takes the first "
+        "source it finds: pin one with --config.data.source=...).")
+
+
 # --- runs ----------------------------------------------------------------------------------
 
 

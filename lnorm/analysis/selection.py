@@ -18,7 +18,8 @@ as its name says, :func:`lnorm.analysis.runs.lower_is_better`):
 - the **selected setting** has the best score. Its **test metrics** (every ``test/...``
   metric) are read at each run's selected point, and averaged over its runs.
 
-Runs that never logged a finite value of the metric are listed, not counted.
+Runs that never logged a finite value of the metric are listed, not counted. Runs
+trained on different data are refused (:func:`lnorm.analysis.runs.check_same_data`).
 ``lnorm sweep --select`` and ``lnorm report --select`` both print this; nothing here
 imports JAX.
 """
@@ -149,6 +150,7 @@ def select(runs: Sequence[Run], metric: str,
     logged = runs_lib.metric_names(p for r in runs for p in r.points)
     raise UserError(f"No run logged {metric}, so there is nothing to select on. Metrics "
                     f"they logged: {', '.join(logged) or 'none'}.")
+  runs_lib.check_same_data(runs, "Selecting on " + metric)
   fields = [{k: v for k, v in (settings[r.path] if settings is not None else r.config).items()
              if not runs_lib.is_seed(k)} for r in runs]
   keys = runs_lib.distinguishing_keys(fields, ignore=runs_lib.LABEL_IGNORE)
