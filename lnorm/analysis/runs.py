@@ -275,6 +275,11 @@ class Run:
   points: list[dict[str, Any]]
   label: str = ""
   key_order: tuple[str, ...] = ()  # A sweep's override keys, to order labels by.
+  # A sweep member's overrides as typed (``"3e-4"``) and the keys the sweep names its
+  # members by (sweep.json's ``setting_keys``): a setting's name, the same wherever it
+  # is printed. Empty outside a sweep.
+  overrides: dict[str, str] = dataclasses.field(default_factory=dict)
+  setting_keys: tuple[str, ...] = ()
 
   def records(self, metric: str) -> list[dict[str, Any]]:
     """The records that measure ``metric``: for an evaluation metric every point that
@@ -339,10 +344,13 @@ def load_runs(paths: Sequence[str]) -> list[Run]:
   """The runs at or under ``paths``, in sweep order where there is one, labelled."""
   dirs = find_run_dirs(paths)
   order, key_order = [], []
+  members: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {}
   for p in paths:
+    setting_keys = tuple((read_sweep_file(p) or {}).get("setting_keys") or ())
     for m in _sweep_members(p):
       order.append(os.path.join(p, m.get("workdir", "")))
       key_order += [k for k in m.get("overrides", {}) if k not in key_order]
+      members[os.path.abspath(order[-1])] = (dict(m.get("overrides", {})), setting_keys)
   rank = {os.path.abspath(d): i for i, d in enumerate(order)}
   dirs.sort(key=lambda d: (rank.get(os.path.abspath(d), len(rank)), d))
   common = os.path.commonpath([os.path.abspath(d) for d in dirs])
@@ -352,9 +360,11 @@ def load_runs(paths: Sequence[str]) -> list[Run]:
     points = read_records(d)
     name = os.path.relpath(os.path.abspath(d), common) if len(dirs) > 1 else os.path.basename(
         os.path.abspath(d))
+    overrides, setting_keys = members.get(os.path.abspath(d), ({}, ()))
     runs.append(Run(d, name, record.get("config", {}), record.get("data", {}),
                     [p for p in points if is_epoch_record(p)], points,
-                    key_order=tuple(key_order)))
+                    key_order=tuple(key_order), overrides=overrides,
+                    setting_keys=setting_keys))
   label_runs(runs)
   return runs
 

@@ -122,14 +122,21 @@ def make_members(grid: Sequence[Mapping[str, str]], workdir: str,
   return [Member(n, dict(m), os.path.join(workdir, n)) for n, m in zip(names, grid)]
 
 
-def space_members(space: SweepSpace, workdir: str) -> list[Member]:
-  """The members of a named sweep crossed with a grid and random draws, named by the
-  named sweep's distinguishing keys, then the grid's and the drawn keys."""
-  grid = space.members()
+def setting_keys(space: SweepSpace, grid: Sequence[Mapping[str, str]]) -> list[str]:
+  """The keys the members ``grid`` of ``space`` are named by: the named sweep's
+  distinguishing keys, then the grid's and the drawn keys (a random search's draws
+  differ in each drawn key, although the first alone tells them apart); without a
+  grid or random search the fewest keys that tell the members apart."""
   if not space.keys:
-    return make_members(grid, workdir)
-  named_keys = distinguishing_keys(space.named) if space.named else []
-  return make_members(grid, workdir, keys=named_keys + space.keys)
+    return distinguishing_keys(grid)
+  return (distinguishing_keys(space.named) if space.named else []) + space.keys
+
+
+def space_members(space: SweepSpace, workdir: str) -> list[Member]:
+  """The members of a named sweep crossed with a grid and random draws, named by
+  their ``setting_keys``."""
+  grid = space.members()
+  return make_members(grid, workdir, keys=setting_keys(space, grid))
 
 
 def prepare(config_spec: str, space: SweepSpace, workdir: str,
@@ -328,7 +335,8 @@ def _run_held(config_spec, space, workdir, members, configs, extra, parallel, fi
   summary.write(workdir)
   if select:
     try:
-      summary.selection = select_members(members, select)
+      summary.selection = select_members(
+          members, select, setting_keys(space, [m.overrides for m in members]))
     except UserError as e:  # E.g. no member logged the metric: keep the summary.
       summary.selection_problem = str(e)
     else:
@@ -340,8 +348,10 @@ def _run_held(config_spec, space, workdir, members, configs, extra, parallel, fi
 
 
 def _write_sweep_file(workdir, config_spec, sweep_name, space, members, extra) -> None:
+  # The keys the members are named by, which report --select names settings by too.
+  keys = setting_keys(space, [m.overrides for m in members])
   record = {"sweep": sweep_name, "config": config_spec, "extra_overrides": extra,
-            **space.to_dict(),
+            "setting_keys": keys, **space.to_dict(),
             "members": [{"name": m.name, "overrides": m.overrides,
                          "workdir": os.path.relpath(m.workdir, workdir)} for m in members]}
   with open(os.path.join(workdir, SWEEP_FILE), "w") as f:
@@ -515,8 +525,9 @@ def member_runs(members: Sequence[Member]) -> list[Run]:
   return runs
 
 
-def select_members(members: Sequence[Member], metric: str) -> selection_lib.Selection:
+def select_members(members: Sequence[Member], metric: str,
+                   keys: Sequence[str] | None = None) -> selection_lib.Selection:
   """The best setting of the members on ``metric``: settings are the members'
-  overrides but the seed."""
+  overrides but the seed, named by ``keys`` (the sweep's ``setting_keys``)."""
   return selection_lib.select(member_runs(members), metric,
-                              settings={m.workdir: m.overrides for m in members})
+                              settings={m.workdir: m.overrides for m in members}, keys=keys)
