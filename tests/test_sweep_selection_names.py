@@ -4,6 +4,7 @@ Members are written here as finished runs, so the sweep trains nothing."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -75,3 +76,23 @@ def test_a_grid_value_keeps_the_form_it_was_typed_in_everywhere(tmp_path, capsys
   assert both_selections(capsys, workdir, args) == ("optimizer.learning_rate=3e-4",) * 2
   with open(os.path.join(workdir, "sweep.json")) as f:
     assert json.load(f)["setting_keys"] == ["optimizer.learning_rate"]
+
+
+def test_best_is_one_thing_in_the_summary_and_the_selection(tmp_path, capsys):
+  # The best validation error came at a mid-epoch evaluation (0.05 at step 5), better
+  # than the epoch end's 0.2: summary.csv and the selection both take it.
+  workdir = str(tmp_path / "grid")
+  args = ["--grid", "optimizer.learning_rate=3e-4,1e-3"]
+  space = SweepSpace(grid=[parse_grid("optimizer.learning_rate=3e-4,1e-3")])
+  members = finish_members(space, workdir, lambda o: 0.2)
+  with open(os.path.join(members[0].workdir, "metrics.jsonl"), "a") as f:
+    f.write(json.dumps({"step": 5, "epoch": 0.5, "validation/error": 0.05}) + "\n")
+  in_sweep, _ = both_selections(capsys, workdir, args)
+  assert in_sweep == "optimizer.learning_rate=3e-4"
+  with open(os.path.join(workdir, sweep_lib.SUMMARY_FILE)) as f:
+    rows = {r["member"]: r for r in csv.DictReader(f)}
+  assert float(rows["optimizer.learning_rate=3e-4"]["best validation/error"]) == 0.05
+  assert float(rows["optimizer.learning_rate=3e-4"]["final validation/error"]) == 0.2
+  assert float(rows["optimizer.learning_rate=1e-3"]["best validation/error"]) == 0.2
+  assert sweep_lib.BEST_MEANS in sweep_lib.summarize(members).table()
+  assert "over every evaluation" in sweep_lib.BEST_MEANS

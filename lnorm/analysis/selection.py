@@ -324,7 +324,8 @@ def _markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> lis
 
 def _intro(sel: Selection) -> str:
   return (f"Selection on {sel.metric} ({'lower' if sel.lower_is_better else 'higher'} is "
-          f"better): each setting's mean over its runs of each run's best {sel.metric}.")
+          f"better): each setting's mean over its runs of each run's best {sel.metric} "
+          "(over every evaluation, mid-epoch ones included, as summary.csv's best).")
 
 
 def _selected_intro(sel: Selection) -> str:

@@ -376,6 +376,15 @@ def _draw_figures(workdir: str, experiment: str | None) -> list[str]:
 
 # --- summary ---------------------------------------------------------------------------
 
+#: What the summary's columns mean, printed under its table. "Best" is one thing
+#: everywhere (summary.csv, --select, lnorm report, lnorm compare): the best finite
+#: value over every point that measured the metric, mid-epoch evaluations included; a
+#: training metric counts at epoch ends only, where it is the epoch's mean.
+BEST_MEANS = ("final: the value at the last epoch end; best: the best value over every "
+              "evaluation (epoch ends and mid-epoch; training metrics at epoch ends), as "
+              "--select and lnorm report take it.")
+
+
 
 def display_metrics(metrics: Sequence[str], limit: int = 4) -> list[str]:
   """For a narrow table: one training loss, then test (else validation) metrics."""
@@ -423,7 +432,7 @@ class Summary:
     widths = [max(len(x) for x in col) for col in zip(header, *body)]
     lines = ["  ".join(x.ljust(w) for x, w in zip(row, widths)) for row in [header] + body]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join(lines + ["", BEST_MEANS])
 
 
 def _fmt(v: Any) -> str:
@@ -451,17 +460,18 @@ def _write_csv(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
 
 def summarize(members: Sequence[Member], configs: Mapping[str, Mapping[str, Any]] | None = None,
               statuses: Mapping[str, str] | None = None) -> Summary:
-  """Final and best value of each metric per member; mean and spread over seeds.
+  """Final and best value of each metric per member (see BEST_MEANS); mean and spread
+  over seeds.
 
   ``configs`` (member name -> config) tell a finished member from an incomplete one.
   """
   configs = configs or {}
   statuses = statuses or {}
-  per_member = {m.name: epoch_records(m.workdir) for m in members}
-  metrics = summary_metrics([r for rs in per_member.values() for r in rs])
+  runs = {m.name: run for m, run in zip(members, member_runs(members))}
+  metrics = summary_metrics([r for run in runs.values() for r in run.epochs])
   rows = []
   for m in members:
-    records = per_member[m.name]
+    records = runs[m.name].epochs
     epochs = epochs_done(records)
     complete = m.name in configs and is_complete(configs[m.name], records)
     status = statuses.get(m.name) or ("finished" if complete else "incomplete")
@@ -470,7 +480,9 @@ def summarize(members: Sequence[Member], configs: Mapping[str, Mapping[str, Any]
     row = {"member": m.name, "status": status, "epochs": epochs, **m.overrides}
     for metric in metrics:
       values = [r[metric] for r in records if isinstance(r.get(metric), (int, float))]
-      finite = [v for v in values if math.isfinite(v)]
+      # BEST_MEANS: every evaluation, as --select, report and compare take it.
+      finite = [float(r[metric]) for r in runs[m.name].records(metric)
+                if math.isfinite(r[metric])]
       row[f"final {metric}"] = values[-1] if values else None
       row[f"best {metric}"] = ((min if lower_is_better(metric) else max)(finite)
                                if finite else None)
