@@ -48,7 +48,9 @@ def load(config_spec: str, overrides: dict[str, str]):
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   from lnorm.training import workdir_lock  # pylint: disable=g-import-not-at-top
   from lnorm.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
+  from lnorm.training import task  # pylint: disable=g-import-not-at-top
   config = load(args.config, overrides)
+  task.check_config(config)  # Before the workdir is made or any data loads.
   workdir = workdir_lock.make_workdir(args.workdir)
   # Held before anything in the workdir is read or written: a second process stops here.
   with workdir_lock.hold(workdir, "lnorm train"):
