@@ -148,7 +148,13 @@ def prepare(config_spec: str, space: SweepSpace, workdir: str,
   extra = dict(extra or {})
   sweep_space.check_against_config(config_spec, space, extra)
   members = space_members(space, workdir)
-  return members, {m.name: member_config(config_spec, m, extra) for m in members}
+  configs = {m.name: member_config(config_spec, m, extra) for m in members}
+  for m in members:  # A combination of values, or a named sweep's member.
+    try:
+      sweep_space.check_config(configs[m.name])
+    except ConfigError as e:
+      raise ConfigError(f"Sweep member {m.name}: {e}") from None
+  return members, configs
 
 
 # --- state of a member's workdir ----------------------------------------------------------
