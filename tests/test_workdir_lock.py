@@ -123,3 +123,19 @@ def test_an_unwritable_workdir_is_a_clear_error(tmp_path, capsys):
     assert "is not writable by you" in capsys.readouterr().err
   finally:
     locked.chmod(stat.S_IRWXU)
+
+
+def test_report_out_makes_its_folder_and_refuses_what_cannot_be_written(tmp_path, capsys):
+  from tests.test_data_pooling import FULL, write_run  # pylint: disable=g-import-not-at-top
+  write_run(str(tmp_path / "runs" / "a"), FULL, "ln")
+  out = tmp_path / "new" / "deeper" / "REPORT.md"
+  assert cli.main(["report", str(tmp_path / "runs"), "--out", str(out)]) == 0
+  assert out.read_text() == capsys.readouterr().out
+  assert cli.main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "new")]) == 2
+  assert f"--out {tmp_path / 'new'} is a folder: give a file name in it" in (
+      capsys.readouterr().err)
+  blocker = tmp_path / "file"
+  blocker.write_text("x")
+  assert cli.main(["report", str(tmp_path / "runs"), "--out", str(blocker / "R.md")]) == 2
+  err = capsys.readouterr()
+  assert f"{blocker} is a file, not a folder" in err.err and err.out == ""

@@ -1,4 +1,4 @@
-"""One process per workdir, and a workdir path that can hold a run.
+"""One process per workdir, and paths that can hold a run or an output file.
 
 A job resubmitted while the first still runs would otherwise take the fresh workdir
 for a crashed attempt, replace its records and interleave two runs' steps in
@@ -100,3 +100,14 @@ def in_use_message(workdir: str, holder: dict[str, Any]) -> str:
           "would overwrite each other's checkpoints and records. Wait for it to finish, "
           f"or {stop}, then rerun this command to resume; or give this run another "
           "--workdir.")
+
+
+def make_output_file(path: str, flag: str = "--out") -> str:
+  """Makes the folder of the output file ``path`` (``report --out runs/new/REPORT.md``)
+  and returns the absolute path; a path that cannot be written is a UserError."""
+  path = os.path.abspath(path)
+  if os.path.isdir(path):
+    raise UserError(f"{flag} {path} is a folder: give a file name in it, e.g. "
+                    f"{os.path.join(path, 'REPORT.md')}.")
+  make_workdir(os.path.dirname(path), flag=f"{flag}'s folder")
+  return path
