@@ -35,6 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "configs/perm_mnist.py:norm=ln,batch_size=4.")
   parser.add_argument("--workdir", required=True,
                       help="Where checkpoints, config.json and metrics.jsonl go.")
+  parser.add_argument("--dry-run", action="store_true",
+                      help="Print the resolved config, the data it would load (source and "
+                      "split sizes) and the number of updates, and whether the workdir "
+                      "would resume; train nothing, write nothing.")
   from lnorm.data import cache  # pylint: disable=g-import-not-at-top
   parser.epilog = EPILOG + "\n" + cache.HELP
 
@@ -50,6 +54,11 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   from lnorm.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
   from lnorm.training import task  # pylint: disable=g-import-not-at-top
   config = load(args.config, overrides)
+  if args.dry_run:
+    from lnorm.training import dry_run  # pylint: disable=g-import-not-at-top
+    print("Dry run: nothing is trained or written.")
+    print(dry_run.plan(config, args.workdir).text(), end="")
+    return 0
   task.check_config(config)  # Before the workdir is made or any data loads.
   workdir = workdir_lock.make_workdir(args.workdir)
   # Held before anything in the workdir is read or written: a second process stops here.
