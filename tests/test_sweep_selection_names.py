@@ -49,7 +49,11 @@ def both_selections(capsys, workdir, sweep_args):
   from_sweep = capsys.readouterr().out
   assert "already finished, skipped" in from_sweep  # Nothing trained.
   assert cli.main(["report", workdir, "--select", "validation/error"]) == 0
-  return selected(from_sweep), selected(capsys.readouterr().out)
+  from_report = selected(capsys.readouterr().out)
+  # The folder above the sweep's names it alike.
+  assert cli.main(["report", os.path.dirname(workdir), "--select", "validation/error"]) == 0
+  assert selected(capsys.readouterr().out) == from_report
+  return selected(from_sweep), from_report
 
 
 def test_random_search_over_two_fields_names_both_alike_in_sweep_and_report(tmp_path, capsys):

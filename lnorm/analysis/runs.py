@@ -344,13 +344,17 @@ def load_runs(paths: Sequence[str]) -> list[Run]:
   """The runs at or under ``paths``, in sweep order where there is one, labelled."""
   dirs = find_run_dirs(paths)
   order, key_order = [], []
-  members: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {}
   for p in paths:
-    setting_keys = tuple((read_sweep_file(p) or {}).get("setting_keys") or ())
     for m in _sweep_members(p):
       order.append(os.path.join(p, m.get("workdir", "")))
       key_order += [k for k in m.get("overrides", {}) if k not in key_order]
-      members[os.path.abspath(order[-1])] = (dict(m.get("overrides", {})), setting_keys)
+  # A sweep member's overrides, whether the sweep folder or a folder above it was given.
+  members: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {}
+  for sweep_dir in dict.fromkeys(os.path.dirname(os.path.abspath(d)) for d in dirs):
+    setting_keys = tuple((read_sweep_file(sweep_dir) or {}).get("setting_keys") or ())
+    for m in _sweep_members(sweep_dir):
+      members[os.path.abspath(os.path.join(sweep_dir, m.get("workdir", "")))] = (
+          dict(m.get("overrides", {})), setting_keys)
   rank = {os.path.abspath(d): i for i, d in enumerate(order)}
   dirs.sort(key=lambda d: (rank.get(os.path.abspath(d), len(rank)), d))
   common = os.path.commonpath([os.path.abspath(d) for d in dirs])
