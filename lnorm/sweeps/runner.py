@@ -265,12 +265,13 @@ def run_sweep(config_spec: str, space: SweepSpace, workdir: str,
   workdir_lock.make_workdir(workdir)
   # One sweep per folder (each member's `lnorm train` holds the member's workdir too).
   with workdir_lock.hold(workdir, f"lnorm sweep {sweep_name}"):
-    return _run_held(config_spec, space, workdir, members, configs, extra, parallel,
-                     figures, name, select, sweep_name)
+    return _run_members(config_spec, space, workdir, members, configs, extra, parallel,
+                        figures, name, select, sweep_name)
 
 
-def _run_held(config_spec, space, workdir, members, configs, extra, parallel, figures,
-              name, select, sweep_name) -> "Summary":
+def _run_members(config_spec, space, workdir, members, configs, extra, parallel, figures,
+                 name, select, sweep_name) -> "Summary":
+  """``run_sweep`` once it holds the sweep's folder."""
   _write_sweep_file(workdir, config_spec, name, space, members, extra)
 
   todo, outcomes = [], {}
@@ -389,7 +390,6 @@ def _draw_figures(workdir: str, experiment: str | None) -> list[str]:
 BEST_MEANS = ("final: the value at the last epoch end; best: the best value over every "
               "evaluation (epoch ends and mid-epoch; training metrics at epoch ends), as "
               "--select and lnorm report take it.")
-
 
 
 def display_metrics(metrics: Sequence[str], limit: int = 4) -> list[str]:
