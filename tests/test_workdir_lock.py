@@ -139,3 +139,16 @@ def test_report_out_makes_its_folder_and_refuses_what_cannot_be_written(tmp_path
   assert cli.main(["report", str(tmp_path / "runs"), "--out", str(blocker / "R.md")]) == 2
   err = capsys.readouterr()
   assert f"{blocker} is a file, not a folder" in err.err and err.out == ""
+
+
+def test_a_file_system_without_locks_warns_and_goes_on(tmp_path, monkeypatch, caplog):
+  import errno  # pylint: disable=g-import-not-at-top
+
+  def no_locks(fd, op):
+    raise OSError(errno.ENOLCK, "No locks available")
+
+  monkeypatch.setattr(workdir_lock.fcntl, "flock", no_locks)
+  ran = []
+  with workdir_lock.hold(str(tmp_path), "lnorm train"):
+    ran.append(True)
+  assert ran and "does not support locks" in caplog.text

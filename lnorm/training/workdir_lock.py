@@ -15,6 +15,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import logging
 import os
 import socket
 import sys
@@ -68,6 +69,11 @@ def hold(workdir: str, command: str) -> Iterator[None]:
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
+      if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+        logging.warning("The file system of %s does not support locks: nothing keeps a "
+                        "second process out of this workdir; start one at a time.", workdir)
+        yield
+        return
       if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
         raise
       raise WorkdirInUseError(in_use_message(workdir, _read_holder(fd))) from None
