@@ -100,3 +100,14 @@ def test_runs_without_fingerprints_are_told_apart_by_their_sizes(tmp_path, capsy
             "ln", seed=1)
   assert cli.main(["report", str(runs), "--select", "validation/error"]) == 2
   assert "(they differ in num_examples)" in capsys.readouterr().err
+
+
+def test_a_run_from_before_fingerprints_pools_with_the_same_data_described_alike(tmp_path,
+                                                                                  capsys):
+  runs = tmp_path / "runs"
+  write_run(str(runs / "old"), {k: v for k, v in FULL.items() if k != "fingerprint"}, "ln")
+  write_run(str(runs / "new"), FULL, "ln", seed=1)
+  assert cli.main(["report", str(runs), "--select", "validation/error"]) == 0
+  write_run(str(runs / "quickstart"), EMBEDDED, "ln", seed=2)
+  assert cli.main(["report", str(runs), "--select", "validation/error"]) == 2
+  assert "(they differ in source, num_examples, fingerprint)" in capsys.readouterr().err

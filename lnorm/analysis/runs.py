@@ -211,13 +211,14 @@ def format_value(value: Any) -> str:
 _WHERE_FROM = ("data.source", "data.data_dir")
 
 
-def data_identity(run: "Run") -> tuple | None:
+def data_identity(run: "Run", by_fingerprint: bool = True) -> tuple | None:
   """What makes a run's data the data it is: its fingerprint, else (runs from before
-  fingerprints) the dataset's name, source and split sizes; None without a record."""
+  fingerprints, or ``by_fingerprint`` False) the dataset's name, source and split
+  sizes; None without a record."""
   data = run.data or {}
   if not data:
     return None
-  if data.get("fingerprint"):
+  if by_fingerprint and data.get("fingerprint"):
     return ("fingerprint", data["fingerprint"])
   sizes = tuple(sorted((data.get("num_examples") or {}).items()))
   return ("described", data.get("name"), data.get("source"), sizes)
@@ -243,9 +244,12 @@ def check_same_data(runs: Sequence["Run"], action: str) -> None:
                           if k.startswith("data.") and k not in _WHERE_FROM))
     groups.setdefault((str(r.config.get("experiment", "")), fields), []).append(r)
   for (experiment, _), members in groups.items():
+    # Fingerprints decide when every run has one; a run from before them is compared
+    # with the others by description.
+    by_fingerprint = all((r.data or {}).get("fingerprint") for r in members)
     by_data: dict[tuple, list[Run]] = {}
     for r in members:
-      by_data.setdefault(data_identity(r), []).append(r)
+      by_data.setdefault(data_identity(r, by_fingerprint), []).append(r)
     if len(by_data) < 2:
       continue
     lines = "".join(f"  {describe_data(rs[0])}: {', '.join(r.path for r in rs)}\n"
