@@ -13,8 +13,9 @@ A sweep is resumable because ``lnorm train`` is: finished members (as many epoch
 or ``max_steps`` updates, in ``metrics.jsonl`` as their configs ask) are skipped,
 interrupted ones resume from their checkpoint. The summary (final and best metrics
 per member, and mean / spread over seeds) is printed and written as CSV, followed
-with ``select`` by the best setting on a validation metric (``lnorm.analysis.selection``);
-nothing here imports JAX.
+with ``select`` by the best setting on a validation metric (``lnorm.analysis.selection``).
+Only ``prepare``, which checks every member's config as ``lnorm train`` would before the
+first one runs, imports JAX (through the experiment's task); summaries do not.
 """
 
 from __future__ import annotations
