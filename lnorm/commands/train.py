@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 
 from lnorm import config as config_lib
@@ -52,6 +53,7 @@ def load(config_spec: str, overrides: dict[str, str]):
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   from lnorm.training import workdir_lock  # pylint: disable=g-import-not-at-top
   from lnorm.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
+  from lnorm.training import parallel  # pylint: disable=g-import-not-at-top
   from lnorm.training import task  # pylint: disable=g-import-not-at-top
   config = load(args.config, overrides)
   if args.dry_run:
@@ -59,10 +61,15 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     print("Dry run: nothing is trained or written.")
     print(dry_run.plan(config, args.workdir).text(), end="")
     return 0
+  # Before any other JAX call; the processes of one multi-host job share the workdir,
+  # and the first of them holds it for the job.
+  parallel.maybe_initialize_distributed()
   task.check_config(config)  # Before the workdir is made or any data loads.
   workdir = workdir_lock.make_workdir(args.workdir)
-  # Held before anything in the workdir is read or written: a second process stops here.
-  with workdir_lock.hold(workdir, "lnorm train"):
+  import jax  # pylint: disable=g-import-not-at-top
+  # Held before anything in the workdir is read or written: a second job stops here.
+  with (workdir_lock.hold(workdir, "lnorm train") if jax.process_index() == 0
+        else contextlib.nullcontext()):
     metrics = train_and_evaluate(config, args.workdir)
   print(json.dumps({"workdir": args.workdir, "final": metrics}, indent=2, default=str))
   return 0
