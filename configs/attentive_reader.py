@@ -49,8 +49,12 @@ is reduced, and why:
 * learning rate 8e-5 -> 1e-3, because a run lasts 5,000 updates, not 800k;
   validation every 250 updates.
 
-  lnorm train --config configs/attentive_reader.py:norm=ln,scale=cpu \
+  lnorm train --config configs/attentive_reader.py:norm=ln,scale=cpu,ln_gain=0.1 \
       --workdir runs/ar/ln
+
+(LN at gain 0.1: at the default gain 1.0 its gradients explode with passage length
+under the authors' clip rule and a run stays at chance, docs/results.md; the config
+warns.)
   lnorm sweep --config configs/attentive_reader.py:scale=cpu --sweep cpu \
       --workdir runs/ar
 """

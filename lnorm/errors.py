@@ -14,6 +14,10 @@ class WorkdirConflictError(UserError):
   """The workdir holds a run with a different config."""
 
 
+class WorkdirInUseError(UserError):
+  """Another process holds the workdir (``lnorm.training.workdir.hold``)."""
+
+
 class DataConflictError(WorkdirConflictError):
   """The workdir holds a run trained on other data than the command now loads."""
 

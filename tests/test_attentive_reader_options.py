@@ -233,3 +233,31 @@ def test_the_cpu_sweep_is_the_claim_grid_on_the_cbt_made_from_books():
                      ("bn", None, 0), ("bn_everywhere", None, 0), ("ln", 0.1, 0)}
   cbt = [m for m in config_lib.get_sweep("paper") if m.get("data.source") == "cbt"]
   assert {m["norm"] for m in cbt} == {"none", "ln"}
+
+
+def test_ln_at_gain_one_under_the_authors_clip_warns_before_any_compute(caplog):
+  from configs import attentive_reader as ar_config  # pylint: disable=g-import-not-at-top
+  from experiments.attentive_reader import task as ar_task  # pylint: disable=g-import-not-at-top
+
+  def warned(arg, **fields):
+    ar_task._WARNED.clear()  # pylint: disable=protected-access
+    config = ar_config.get_config(arg)
+    with config.unlocked():
+      for dotted, value in fields.items():
+        *parents, leaf = dotted.split(".")
+        node = config
+        for p in parents:
+          node = node[p]
+        node[leaf] = value
+    caplog.clear()
+    ar_task.Task(config)
+    return "did not learn in docs/results.md" in caplog.text
+
+  assert warned("norm=ln,scale=cpu")
+  assert "ln_gain=0.1" in caplog.text
+  assert not warned("norm=ln,scale=cpu,ln_gain=0.1")
+  assert not warned("norm=none,scale=cpu")
+  assert not warned("norm=ln,scale=cpu", **{"optimizer.clip_global_norm_rule": "standard"})
+  assert not warned("norm=ln,scale=cpu", **{"optimizer.clip_global_norm": 0.0})
+  # The documented first command is the one that learns.
+  assert "norm=ln,scale=cpu,ln_gain=0.1" in ar_config.__doc__

@@ -126,3 +126,18 @@ def test_config_from_flat_round_trip():
 def test_search_of_a_missing_run_is_a_clear_error(tmp_path, capsys):
   assert cli.main(["bln-search", "--workdir", str(tmp_path)]) == 2
   assert "config.json" in capsys.readouterr().err
+
+
+def test_the_default_inference_agrees_with_the_runs_own_evaluation_mid_epoch(tmp_path):
+  # max_steps=7 stops inside the first epoch of 10 steps: the checkpoint holds the
+  # epoch's sums, not yet population statistics. The search's default (pppp) must
+  # score what the run's own last evaluation logged, not the untrained statistics.
+  workdir = str(tmp_path / "run")
+  train(CIFAR.format(bs=4), workdir, "--config.max_steps=7", "--config.steps_per_call=1",
+        "--config.eval_splits=('validation',)")
+  [record] = epoch_records(workdir)
+  assert record["step"] == 7 and record["epoch"] == 0.7
+  result = bln_search.search(workdir, configurations=["pppp"], splits=("validation",))
+  scores = result.rows[0].scores["validation"]
+  np.testing.assert_allclose(scores["loss"], record["validation/nll"], rtol=1e-5)
+  np.testing.assert_allclose(1 - scores["accuracy"], record["validation/error"], atol=1e-6)

@@ -51,3 +51,37 @@ def test_protocol_and_task_names_through_the_cli(tmp_path, capsys):
   assert "valid (any case): mr, cr, subj, mpqa, trec, sick" in capsys.readouterr().err
   assert cli.main(["evaluate", *common, "--protocol", "authors"]) == 2
   assert "valid: senteval, kiros" in capsys.readouterr().err
+
+
+def test_without_a_data_directory_one_message_names_the_flag_that_works(tmp_path, capsys,
+                                                                         monkeypatch):
+  monkeypatch.delenv("LNORM_DATA_DIR", raising=False)
+  workdir = _workdir(tmp_path)
+  assert cli.main(["evaluate", "--workdir", workdir, "--encoder", "random",
+                   "--tasks", "mr"]) == 2
+  err = capsys.readouterr().err
+  assert "Could not find the MR dataset" in err
+  assert "no data directory: neither --data-dir nor $LNORM_DATA_DIR is set" in err
+  assert ("put rt-polarity.pos, rt-polarity.neg into <dir>/senteval/ or <dir> and set "
+          "LNORM_DATA_DIR=<dir> or pass --data-dir <dir>;") in err
+  assert err.count("To fix this") == 1 and "--config." not in err
+
+
+def test_rerunning_evaluate_replaces_its_record(tmp_path, capsys):
+  workdir = _workdir(tmp_path)
+  data = tmp_path / "data"
+  write_benchmarks(data)
+  common = ["evaluate", "--workdir", workdir, "--encoder", "random", "--data-dir",
+            str(data), "--folds", "2", "--inner-folds", "2"]
+  path = os.path.join(workdir, "metrics.jsonl")
+  with open(path, "w") as f:  # A training point, which the evaluation must keep.
+    f.write(json.dumps({"step": 7, "epoch": 1, "train/loss": 1.5}) + "\n")
+  for _ in range(2):
+    assert cli.main([*common, "--tasks", "mr"]) == 0
+  assert cli.main([*common, "--tasks", "trec"]) == 0  # Other metrics: a point of its own.
+  capsys.readouterr()
+  with open(path) as f:
+    points = [json.loads(line) for line in f if line.strip()]
+  assert [sorted(k for k in p if k not in ("step", "epoch")) for p in points] == [
+      ["train/loss"], ["eval_random/mr_accuracy"], ["eval_random/trec_accuracy"]]
+  assert {p["step"] for p in points} == {7}

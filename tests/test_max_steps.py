@@ -140,4 +140,5 @@ def test_checkpoint_without_train_seconds_still_resumes(tmp_path):
 def test_negative_max_steps_is_refused(tmp_path, capsys):
   assert _train(str(tmp_path / "w"), "--config.max_steps=-5") == 2
   err = capsys.readouterr().err
-  assert "max_steps is -5" in err and "Traceback" not in err
+  assert "max_steps=-5: it is the run's length in updates" in err and "Traceback" not in err
+  assert not (tmp_path / "w").exists()  # Refused before the workdir or the data.

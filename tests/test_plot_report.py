@@ -334,3 +334,15 @@ def test_invariance_command(capsys):
     pytest.skip(f"{module} does not exist yet")
   assert cli.main(["invariance"]) == 0
   assert "Matches LN paper Table 1 and the RMSNorm paper's rows." in capsys.readouterr().out
+
+
+def test_a_subset_protocol_is_named_by_its_fraction(tmp_path):
+  # BLN's protocol: 20% of the 45,000 images left after holding out 5,000, i.e. 9,000
+  # train + 5,000 validation = 28% of CIFAR-10's 50,000, which is not what was asked.
+  fake_run(str(tmp_path / "cifar"), {"experiment": "bln_cifar", "norm": "bln", "batch_size": 25,
+                                     "data.subset_fraction": 0.2},
+           {"name": "cifar10", "source": "files", "num_examples": {"train": 9000,
+                                                                   "validation": 5000}},
+           [{"test/error": 0.6, "test/nll": 1.7}])
+  (row, *_) = report.collect([str(tmp_path)]).rows
+  assert row.data == "cifar10 (files), 9000 train; PARTIAL (20% training subset)"

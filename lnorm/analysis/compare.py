@@ -171,7 +171,8 @@ def compare(runs: Sequence[Run], metric: str, baseline: str = DEFAULT_BASELINE,
   ``lower_is_better`` defaults to what the metric's name says
   (:func:`lnorm.analysis.runs.lower_is_better`). A context without a baseline run is left out
   with a warning. Raises UserError when a run has no config or did not log
-  ``metric``, or when no run matches ``baseline``.
+  ``metric``, when no run matches ``baseline``, or when runs of one experiment trained
+  on different data (:func:`lnorm.analysis.runs.check_same_data`).
   """
   if not runs:
     raise UserError("No runs to compare.")
@@ -179,6 +180,7 @@ def compare(runs: Sequence[Run], metric: str, baseline: str = DEFAULT_BASELINE,
     lower_is_better = runs_lib.lower_is_better(metric)
   fields = parse_baseline(baseline)
   _check(runs, metric, fields)
+  runs_lib.check_same_data(runs, "lnorm compare")
 
   # The baseline's fields first, so that a field they determine is what is dropped;
   # then the experiment, so that runs of two experiments are told apart by it and not

@@ -94,6 +94,7 @@ def from_runs(runs: Sequence[Run], paths: Sequence[str] = ()) -> NormTable:
   if not finished:
     raise UserError("No finished runs found (a run is finished when it logged its last "
                     "epoch), so there is nothing to put in the table.")
+  runs_lib.check_same_data(finished, "lnorm report --by-norm")
   by_experiment: dict[str, list[Run]] = {}
   for r in sorted(finished, key=lambda r: _path_rank(r, paths)):  # Stable: load order next.
     by_experiment.setdefault(str(r.config.get("experiment", "?")), []).append(r)

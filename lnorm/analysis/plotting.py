@@ -81,8 +81,12 @@ def _finish_axes(ax, ylabel: str, x: str, logy: bool, title: str, drawn: bool,
                  logx: bool = False) -> None:
   if logy and drawn:
     ax.set_yscale("log")
-    from matplotlib.ticker import NullFormatter  # pylint: disable=g-import-not-at-top
-    ax.yaxis.set_minor_formatter(NullFormatter())  # Crowded labels on a narrow range.
+    low, high = ax.get_ylim()
+    if low > 0 and high / low >= 10:
+      # Minor labels crowd an axis with a decade's major label; on a narrower range
+      # (a short run's loss) they are the only numbers the axis has.
+      from matplotlib.ticker import NullFormatter  # pylint: disable=g-import-not-at-top
+      ax.yaxis.set_minor_formatter(NullFormatter())
   if logx and drawn:
     ax.set_xscale("log")
   ax.set_xlabel("updates" if x == "step" else x)
@@ -139,7 +143,9 @@ def plot_metrics(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str =
   if x not in ("epoch", "step"):
     raise UserError(f"--x must be 'epoch' or 'step', not {x!r}.")
   plt = _pyplot()
-  fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.8), squeeze=False)
+  # Constrained layout keeps the figure's title clear of a panel's title.
+  fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.8), squeeze=False,
+                           layout="constrained")
   drawn = 0
   for ax, metric in zip(axes[0], metrics):
     drawn += _draw(ax, runs, metric, x, logy, target=target)
@@ -299,18 +305,26 @@ def plot_figure(name: str, runs: Sequence[Run], out: str, x: str | None = None,
   spec = FIGURES[name]
   x = x or spec.x
   runs = _of_experiment(name, spec, runs)
+  # A panel for settings no run has (batch 128 in a sweep at batch 4) is left out; a
+  # panel whose runs did not log its metric stays, saying what would log it.
+  panels = [p for p in spec.panels if any(_matches(r, p.where) for r in runs)] or list(
+      spec.panels)
+  if len(panels) < len(spec.panels):
+    logging.info("Figure %s: no run has the settings of %s; left out.", name,
+                 ", ".join(p.title for p in spec.panels if p not in panels))
   plt = _pyplot()
-  cols = min(spec.columns, len(spec.panels))
-  rows = math.ceil(len(spec.panels) / cols)
-  fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), squeeze=False)
+  cols = min(spec.columns, len(panels))
+  rows = math.ceil(len(panels) / cols)
+  fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows + 0.6),
+                           squeeze=False, layout="constrained")
   drawn = 0
-  for ax, panel in zip(axes.flat, spec.panels):
+  for ax, panel in zip(axes.flat, panels):
     n = _draw_panel(ax, panel, [r for r in runs if _matches(r, panel.where)], x, spec.logx,
                     target)
     if not n:
       _say_empty(ax, panel)
     drawn += n
-  for ax in list(axes.flat)[len(spec.panels):]:
+  for ax in list(axes.flat)[len(panels):]:
     ax.set_visible(False)
   label_runs(runs)
   if not drawn:
@@ -320,8 +334,8 @@ def plot_figure(name: str, runs: Sequence[Run], out: str, x: str | None = None,
     logged = sorted({k for r in runs for p in r.points for k in p if k not in ("step", "epoch")})
     raise UserError(f"Figure {name}: no run matches any panel ({wanted}). The runs logged: "
                     f"{', '.join(logged) or 'nothing'}.")
-  fig.suptitle(spec.description, fontsize="small", wrap=True)
-  fig.tight_layout()
+  # Wrapped to the figure's width by hand: constrained layout then makes room for it.
+  fig.suptitle(textwrap.fill(spec.description, int(95 * cols)), fontsize="small")
   return _save(fig, out)
 
 
@@ -349,6 +363,17 @@ def _draw_panel(ax, panel: Panel, runs: Sequence[Run], x: str, logx: bool,
     _draw_lines(ax, runs, drawn[-1], x, line.name, line.style, colors, logx)
   _finish_axes(ax, ", ".join(drawn), x, panel.logy, panel.title, bool(colors), logx)
   return len(colors)
+
+
+def default_name(metrics: Sequence[str], x: str = "epoch", logy: bool = False,
+                 target: str | None = None) -> str:
+  """A file name (no extension) that says what ``plot_metrics`` drew, so that plots of
+  other metrics do not overwrite each other: ``train-loss+test-error_by_step_log``."""
+  name = "+".join(re.sub(r"[^A-Za-z0-9_.-]+", "-", m).strip("-") for m in metrics)
+  name += "_by_step" if x == "step" else ""
+  name += "_log" if logy else ""
+  name += f"_target-{re.sub(r'[^A-Za-z0-9_.=-]+', '-', target)}" if target else ""
+  return name
 
 
 def figures_for(experiment: str | None) -> list[str]:

@@ -72,7 +72,11 @@ def data_description(run: Run) -> tuple[str, bool]:
   fraction = run.config.get("data.subset_fraction", 1.0)
   partial = (full is not None and seen and seen < full) or (
       isinstance(fraction, (int, float)) and fraction < 1)
-  if partial:
+  if partial and isinstance(fraction, (int, float)) and fraction < 1:
+    # A subset protocol (BLN's 20%) is named by its fraction; the share of the whole
+    # dataset would count the held-out validation images too (28% of CIFAR-10).
+    marks.append(f"PARTIAL ({fraction:.0%} training subset)")
+  elif partial:
     marks.append(f"PARTIAL ({seen / full:.0%} of {name})" if full and seen else "PARTIAL")
   text = f"{name} ({source}), {train if train is not None else '?'} train"
   if marks:

@@ -200,6 +200,71 @@ def format_value(value: Any) -> str:
   return str(value)
 
 
+# --- the data a run trained on -----------------------------------------------------------
+
+#: Data fields that only say where the data is read from. Runs that differ in other
+#: ``data.*`` fields (the held-out split's seed, a subset, a pixel permutation) differ
+#: in their data on purpose, and the analyses see that field; runs equal in all of them
+#: should have trained on the same data, but need not have: under ``data.source=auto``
+#: the README's quick start trains on 5,000 embedded digits, the same command with
+#: $LNORM_DATA_DIR set on the full 60,000.
+_WHERE_FROM = ("data.source", "data.data_dir")
+
+
+def data_identity(run: "Run", by_fingerprint: bool = True) -> tuple | None:
+  """What makes a run's data the data it is: its fingerprint, else (runs from before
+  fingerprints, or ``by_fingerprint`` False) the dataset's name, source and split
+  sizes; None without a record."""
+  data = run.data or {}
+  if not data:
+    return None
+  if by_fingerprint and data.get("fingerprint"):
+    return ("fingerprint", data["fingerprint"])
+  sizes = tuple(sorted((data.get("num_examples") or {}).items()))
+  return ("described", data.get("name"), data.get("source"), sizes)
+
+
+def describe_data(run: "Run") -> str:
+  """``mnist from embedded: 4000 train, 500 validation, 500 test (fingerprint 1a2b3c4d)``"""
+  data = run.data or {}
+  sizes = ", ".join(f"{n} {split}" for split, n in (data.get("num_examples") or {}).items())
+  text = f"{data.get('name', '?')} from {data.get('source', '?')}" + (f": {sizes}" if sizes else "")
+  return text + (f" (fingerprint {data['fingerprint'][:8]})" if data.get("fingerprint") else "")
+
+
+def check_same_data(runs: Sequence["Run"], action: str) -> None:
+  """Refuses to pool runs trained on different data: within an experiment, runs whose
+  ``data.*`` config fields (but where the data is read from) are equal must have the
+  same ``data_identity``. ``action`` names what was asked ("lnorm compare")."""
+  groups: dict[tuple, list[Run]] = {}
+  for r in runs:
+    if data_identity(r) is None:
+      continue  # A run without a data record: nothing to compare.
+    fields = tuple(sorted((k, repr(v)) for k, v in r.config.items()
+                          if k.startswith("data.") and k not in _WHERE_FROM))
+    groups.setdefault((str(r.config.get("experiment", "")), fields), []).append(r)
+  for (experiment, _), members in groups.items():
+    # Fingerprints decide when every run has one; a run from before them is compared
+    # with the others by description.
+    by_fingerprint = all((r.data or {}).get("fingerprint") for r in members)
+    by_data: dict[tuple, list[Run]] = {}
+    for r in members:
+      by_data.setdefault(data_identity(r, by_fingerprint), []).append(r)
+    if len(by_data) < 2:
+      continue
+    lines = "".join(f"  {describe_data(rs[0])}: {', '.join(r.path for r in rs)}\n"
+                    for rs in by_data.values())
+    records = [rs[0].data for rs in by_data.values()]
+    differing = [k for k in ("name", "source", "num_examples", "fingerprint")
+                 if len({json.dumps(d.get(k), sort_keys=True) for d in records}) > 1]
+    raise UserError(
+        f"{action} would pool {experiment or 'runs'} runs trained on different data "
+        f"(they differ in {', '.join(differing) or 'their data'}):\n{lines}"
+        "Results on different data are not seeds of one setting. Pass the runs of one "
+        "dataset only, or retrain the others on it (data.source=auto takes the first "
+        "source it finds: pin one with --config.data.source=...).")
+
+
 # --- runs ----------------------------------------------------------------------------------
 
 
@@ -214,6 +279,11 @@ class Run:
   points: list[dict[str, Any]]
   label: str = ""
   key_order: tuple[str, ...] = ()  # A sweep's override keys, to order labels by.
+  # A sweep member's overrides as typed (``"3e-4"``) and the keys the sweep names its
+  # members by (sweep.json's ``setting_keys``): a setting's name, the same wherever it
+  # is printed. Empty outside a sweep.
+  overrides: dict[str, str] = dataclasses.field(default_factory=dict)
+  setting_keys: tuple[str, ...] = ()
 
   def records(self, metric: str) -> list[dict[str, Any]]:
     """The records that measure ``metric``: for an evaluation metric every point that
@@ -282,6 +352,13 @@ def load_runs(paths: Sequence[str]) -> list[Run]:
     for m in _sweep_members(p):
       order.append(os.path.join(p, m.get("workdir", "")))
       key_order += [k for k in m.get("overrides", {}) if k not in key_order]
+  # A sweep member's overrides, whether the sweep folder or a folder above it was given.
+  members: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {}
+  for sweep_dir in dict.fromkeys(os.path.dirname(os.path.abspath(d)) for d in dirs):
+    setting_keys = tuple((read_sweep_file(sweep_dir) or {}).get("setting_keys") or ())
+    for m in _sweep_members(sweep_dir):
+      members[os.path.abspath(os.path.join(sweep_dir, m.get("workdir", "")))] = (
+          dict(m.get("overrides", {})), setting_keys)
   rank = {os.path.abspath(d): i for i, d in enumerate(order)}
   dirs.sort(key=lambda d: (rank.get(os.path.abspath(d), len(rank)), d))
   common = os.path.commonpath([os.path.abspath(d) for d in dirs])
@@ -291,9 +368,11 @@ def load_runs(paths: Sequence[str]) -> list[Run]:
     points = read_records(d)
     name = os.path.relpath(os.path.abspath(d), common) if len(dirs) > 1 else os.path.basename(
         os.path.abspath(d))
+    overrides, setting_keys = members.get(os.path.abspath(d), ({}, ()))
     runs.append(Run(d, name, record.get("config", {}), record.get("data", {}),
                     [p for p in points if is_epoch_record(p)], points,
-                    key_order=tuple(key_order)))
+                    key_order=tuple(key_order), overrides=overrides,
+                    setting_keys=setting_keys))
   label_runs(runs)
   return runs
 

@@ -14,11 +14,16 @@ as its name says, :func:`lnorm.analysis.runs.lower_is_better`):
   are those it logged for that model at the end of the run;
 - runs are grouped into **settings** by every field but the seed (``seed``,
   ``*.seed``); a setting's score is the mean over its runs of each run's best value,
-  given with the sample standard deviation;
+  given with the sample standard deviation. A sweep's setting is named by the keys
+  the sweep names its members by, with the values as typed (``3e-4``), every drawn key
+  of a random search included, so that ``lnorm sweep --select`` and ``lnorm report
+  --select`` name it alike; other runs by the fewest config fields that tell them
+  apart;
 - the **selected setting** has the best score. Its **test metrics** (every ``test/...``
   metric) are read at each run's selected point, and averaged over its runs.
 
-Runs that never logged a finite value of the metric are listed, not counted.
+Runs that never logged a finite value of the metric are listed, not counted. Runs
+trained on different data are refused (:func:`lnorm.analysis.runs.check_same_data`).
 ``lnorm sweep --select`` and ``lnorm report --select`` both print this; nothing here
 imports JAX.
 """
@@ -134,13 +139,20 @@ class Selection:
 
 def select(runs: Sequence[Run], metric: str,
            settings: Mapping[str, Mapping[str, Any]] | None = None,
-           lower_is_better: bool | None = None) -> Selection:
+           lower_is_better: bool | None = None,
+           keys: Sequence[str] | None = None) -> Selection:
   """The best setting of ``runs`` on ``metric`` (see the module's docstring).
 
   ``settings`` (run path -> fields) gives the fields that define each run's setting,
-  such as a sweep member's overrides; by default the run's config.json. Seed fields
-  are dropped from them either way. Raises UserError when no run logged ``metric``.
+  and ``keys`` those that name it; by default a sweep member's overrides and its
+  sweep's ``setting_keys`` (``Run.overrides``), else the run's config.json and the
+  fewest fields that tell the runs apart. Seed fields are dropped either way. Raises
+  UserError when no run logged ``metric``.
   """
+  if settings is None and runs and all(r.overrides for r in runs):
+    settings = {r.path: r.overrides for r in runs}
+    if keys is None and len({r.setting_keys for r in runs}) == 1 and runs[0].setting_keys:
+      keys = runs[0].setting_keys
   if not runs:
     raise UserError("No runs to select from.")
   if lower_is_better is None:
@@ -149,9 +161,14 @@ def select(runs: Sequence[Run], metric: str,
     logged = runs_lib.metric_names(p for r in runs for p in r.points)
     raise UserError(f"No run logged {metric}, so there is nothing to select on. Metrics "
                     f"they logged: {', '.join(logged) or 'none'}.")
+  runs_lib.check_same_data(runs, "Selecting on " + metric)
   fields = [{k: v for k, v in (settings[r.path] if settings is not None else r.config).items()
              if not runs_lib.is_seed(k)} for r in runs]
-  keys = runs_lib.distinguishing_keys(fields, ignore=runs_lib.LABEL_IGNORE)
+  if keys is None:
+    keys = runs_lib.distinguishing_keys(fields, ignore=runs_lib.LABEL_IGNORE)
+  else:  # Every named key that varies: a random search's draws differ in each of them.
+    keys = [k for k in keys if not runs_lib.is_seed(k)
+            and len({str(f.get(k)) for f in fields}) > 1]
   groups: dict[str, list[RunChoice]] = {}
   for run, f in zip(runs, fields):
     name = runs_lib.setting_name(f, keys) if keys else "all runs"
@@ -307,7 +324,8 @@ def _markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> lis
 
 def _intro(sel: Selection) -> str:
   return (f"Selection on {sel.metric} ({'lower' if sel.lower_is_better else 'higher'} is "
-          f"better): each setting's mean over its runs of each run's best {sel.metric}.")
+          f"better): each setting's mean over its runs of each run's best {sel.metric} "
+          "(over every evaluation, mid-epoch ones included, as summary.csv's best).")
 
 
 def _selected_intro(sel: Selection) -> str:

@@ -76,7 +76,7 @@ def evaluate(workdir: str, tasks, *, encoder: str = "trained", data_dir: str | N
   from lnorm.evaluation import bln_search  # pylint: disable=g-import-not-at-top
   from lnorm.evaluation import sentence_eval  # pylint: disable=g-import-not-at-top
   from lnorm import config as config_lib  # pylint: disable=g-import-not-at-top
-  from lnorm.training.metrics_writer import MetricWriter, read_metrics  # pylint: disable=g-import-not-at-top
+  from lnorm.training.metrics_writer import MetricWriter  # pylint: disable=g-import-not-at-top
   from lnorm.training.task import load_task  # pylint: disable=g-import-not-at-top
 
   workdir = os.path.abspath(workdir)
@@ -105,7 +105,7 @@ def evaluate(workdir: str, tasks, *, encoder: str = "trained", data_dir: str | N
   # too: `lnorm report` puts them beside the trained encoder's row.
   # The vocabulary exists only after a training step, so last > 0 whenever points do:
   # resuming the writer at it keeps them all.
-  records = read_metrics(workdir)
+  records = _drop_earlier(workdir, set(metrics))
   last = max((r.get("step", 0) for r in records), default=0)
   epochs = [r["epoch"] for r in records if r.get("step") == last and "epoch" in r]
   writer = MetricWriter(workdir, config_lib.to_flat_dict(config), config.wandb,
@@ -115,3 +115,20 @@ def evaluate(workdir: str, tasks, *, encoder: str = "trained", data_dir: str | N
   finally:
     writer.close()
   return record
+
+
+def _drop_earlier(workdir: str, keys: set[str]) -> list[dict]:
+  """Removes from metrics.jsonl the points of an earlier evaluation of the same
+  metrics (a point that carries nothing but ``keys``, ``step`` and ``epoch``): a rerun
+  replaces its result instead of adding a second point that plots and reports would
+  count twice. Returns the points kept."""
+  from lnorm.training.run_files import METRICS_FILE, read_jsonl  # pylint: disable=g-import-not-at-top
+  path = os.path.join(workdir, METRICS_FILE)
+  records = read_jsonl(path)
+  kept = [r for r in records if not (set(r) - {"step", "epoch"} <= keys)]
+  if len(kept) < len(records):
+    logging.info("Replacing %d earlier record(s) of these metrics in %s.",
+                 len(records) - len(kept), path)
+    with open(path, "w") as f:
+      f.writelines(json.dumps(r) + "\n" for r in kept)
+  return kept

@@ -48,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "it, as `lnorm compare` counts it.")
   parser.add_argument("--out", default=None,
                       help="Output path without extension (.png and .svg are written). "
-                      "Default: <first path>/figures/<figure or 'curves'>.")
+                      "Default: <first path>/figures/<figure>, or for --metric a name made "
+                      "of the metrics and options, e.g. train-loss+test-error_by_step.")
 
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
@@ -60,12 +61,17 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   if args.figure and args.metric:
     raise UserError("Give either --figure or --metric, not both.")
   runs = runs_lib.load_runs(args.paths)
-  out = args.out or os.path.join(args.paths[0], "figures", args.figure or "curves")
+  figures = os.path.join(args.paths[0], "figures")
   if args.figure:
+    out = args.out or os.path.join(figures, args.figure)
     paths = plotting.plot_figure(args.figure, runs, out, x=args.x, target=args.target)
   else:
     metrics = args.metric or plotting.default_metrics(runs)
-    paths = plotting.plot_metrics(runs, metrics, out, x=args.x or "epoch", logy=args.log,
+    x = args.x or "epoch"
+    # Named by what is drawn: a plot of other metrics does not overwrite this one.
+    out = args.out or os.path.join(
+        figures, plotting.default_name(metrics, x, args.log, args.target))
+    paths = plotting.plot_metrics(runs, metrics, out, x=x, logy=args.log,
                                   title=args.title, target=args.target)
   print(f"{len(runs)} runs: {', '.join(r.label for r in runs)}")
   for p in paths:

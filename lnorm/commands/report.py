@@ -16,7 +16,8 @@ from lnorm.errors import UserError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("paths", nargs="+", help="Run directories or directories above them.")
-  parser.add_argument("--out", default=None, help="Also write the markdown table here.")
+  parser.add_argument("--out", default=None, help="Also write the markdown table here "
+                      "(its folder is made if missing).")
   parser.add_argument("--by-norm", action="store_true",
                       help="Instead, one row per normalizer and one column per experiment "
                       "(in the order of the paths): the updates to the baseline's best "
@@ -31,10 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   from lnorm.analysis import report  # pylint: disable=g-import-not-at-top
+  from lnorm.training import workdir_lock  # pylint: disable=g-import-not-at-top
   if overrides:
     raise UserError("lnorm report takes no --config.* overrides.")
   if args.by_norm and args.select:
     raise UserError("--by-norm and --select are two different reports: pass one.")
+  # Before the work: a path that cannot be written fails now, a missing folder is made.
+  out = workdir_lock.make_output_file(args.out) if args.out else None
   if args.by_norm:
     from lnorm.analysis import norm_table  # pylint: disable=g-import-not-at-top
     text = norm_table.collect(args.paths).markdown(out=args.out)
@@ -45,7 +49,7 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   else:
     text = report.collect(args.paths).markdown()
   print(text, end="")
-  if args.out:
-    with open(args.out, "w") as f:
+  if out:
+    with open(out, "w") as f:
       f.write(text)
   return 0

@@ -77,6 +77,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "the metric and its goal).")
   parser.add_argument("--no-figures", action="store_true",
                       help="Do not draw the sweep's figures at the end.")
+  parser.add_argument("--dry-run", action="store_true",
+                      help="Print each member's config, the data it would load (source and "
+                      "split sizes), its number of updates and whether its workdir would "
+                      "resume; train nothing, write nothing.")
 
 
 def build_space(args: argparse.Namespace) -> SweepSpace:
@@ -112,6 +116,14 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   space = build_space(args)
   if args.wandb_sweep:
     return _write_wandb_sweep(args, space, overrides)
+  if args.dry_run:
+    from lnorm.training import dry_run  # pylint: disable=g-import-not-at-top
+    members, configs = sweep_lib.prepare(args.config, space, args.workdir, overrides)
+    datasets: dict = {}
+    plans = {m.name: dry_run.plan(configs[m.name], m.workdir, datasets) for m in members}
+    print("Dry run: nothing is trained or written.")
+    print(dry_run.sweep_text(plans), end="")
+    return 0
   if args.print_commands:
     members, _ = sweep_lib.prepare(args.config, space, args.workdir, overrides)
     sweep_lib.print_commands(args.config, members, overrides,

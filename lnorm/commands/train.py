@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 
 from lnorm import config as config_lib
@@ -13,7 +14,9 @@ EPILOG = """\
 Rerunning the same command with the same --workdir resumes from the latest checkpoint
 (saved at epoch ends, after the first minute, every checkpoint_every_secs and on
 Ctrl-C/SIGTERM). A workdir holds one run: a different config, or data that resolves
-differently (e.g. $LNORM_DATA_DIR set under data.source=auto), is refused.
+differently (e.g. $LNORM_DATA_DIR set under data.source=auto), is refused. One
+process at a time: a second command on a workdir in use stops at once and names the
+process that holds it (a killed process holds nothing).
 
 Ctrl-C or SIGTERM saves a checkpoint and exits with code 130.
 
@@ -38,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "configs/perm_mnist.py:norm=ln,batch_size=4.")
   parser.add_argument("--workdir", required=True,
                       help="Where checkpoints, config.json and metrics.jsonl go.")
+  parser.add_argument("--dry-run", action="store_true",
+                      help="Print the resolved config, the data it would load (source and "
+                      "split sizes) and the number of updates, and whether the workdir "
+                      "would resume; train nothing, write nothing.")
   from lnorm.data import cache  # pylint: disable=g-import-not-at-top
   parser.epilog = EPILOG + "\n" + cache.HELP
 
@@ -50,10 +57,26 @@ def load(config_spec: str, overrides: dict[str, str]):
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   from lnorm.training import run_files  # pylint: disable=g-import-not-at-top
+  from lnorm.training import workdir_lock  # pylint: disable=g-import-not-at-top
   from lnorm.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
+  from lnorm.training import parallel  # pylint: disable=g-import-not-at-top
+  from lnorm.training import task  # pylint: disable=g-import-not-at-top
   config = load(args.config, overrides)
-  # The run's log stays in its workdir, as a sweep member's does.
-  with run_files.log_file(args.workdir):
+  if args.dry_run:
+    from lnorm.training import dry_run  # pylint: disable=g-import-not-at-top
+    print("Dry run: nothing is trained or written.")
+    print(dry_run.plan(config, args.workdir).text(), end="")
+    return 0
+  # Before any other JAX call; the processes of one multi-host job share the workdir,
+  # and the first of them holds it for the job.
+  parallel.maybe_initialize_distributed()
+  task.check_config(config)  # Before the workdir is made or any data loads.
+  workdir = workdir_lock.make_workdir(args.workdir)
+  import jax  # pylint: disable=g-import-not-at-top
+  # Held before anything in the workdir is read or written: a second job stops here.
+  with (workdir_lock.hold(workdir, "lnorm train") if jax.process_index() == 0
+        else contextlib.nullcontext()), run_files.log_file(workdir):
+    # The run's log stays in its workdir, as a sweep member's does.
     metrics = train_and_evaluate(config, args.workdir)
   print(json.dumps({"workdir": args.workdir, "final": metrics}, indent=2, default=str))
   return 0

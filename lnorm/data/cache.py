@@ -38,8 +38,9 @@ HELP = (
     "Data cache: decoded datasets (CIFAR-10's images, IMDB's tokens, IAM-OnDB's strokes, "
     f"cloze questions) are kept as .npz files in ${CACHE_DIR_ENV} if set, else "
     f"${XDG_CACHE_ENV}/lnorm, else ~/.cache/lnorm; never in the "
-    "data directory. One entry per dataset: 185 MB for CIFAR-10, 93 MB for IAM-OnDB, 55 "
-    "MB for IMDB, 7 MB for the cloze questions of the books. An edited decoder or data "
+    "data directory. Per dataset: 185 MB for CIFAR-10, 93 MB for IAM-OnDB, 55 MB for "
+    "IMDB; 78 MB of .npz plus 41 MB of CBT-format text for the CBT-style questions built "
+    "from the books (attentive_reader.py:scale=cpu). An edited decoder or data "
     "file adds a new entry beside the old one. To clear it, delete the folder (or any "
     ".npz in it): entries are rebuilt when next needed.")
 

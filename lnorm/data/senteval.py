@@ -83,10 +83,10 @@ def find(data_dir: str | None, task: str, files: Sequence[str]) -> str:
   for d in dirs:
     if all(os.path.isfile(os.path.join(d, f)) for f in files):
       return d
+  # Read by `lnorm evaluate`, which takes the folder as --data-dir.
   raise locate.not_found(
       task.upper(), [os.path.join(d, "{" + ",".join(files) + "}") for d in dirs],
-      f"To fix this, put {', '.join(files)} into <dir>/{subdirs[0]}/ and set "
-      f"{core.DATA_DIR_ENV}=<dir> or pass --data-dir <dir>.", data_dir=data_dir)
+      ", ".join(files), data_dir=data_dir, flag="--data-dir <dir>", subdir=subdirs[0])
 
 
 def read_binary(data_dir: str | None, task: str) -> Classification:

@@ -39,7 +39,8 @@ from jax.sharding import Mesh
 
 from lnorm import config as config_lib
 from lnorm.errors import UserError
-from lnorm.normalization import BLN_STATISTICS, bln_inference_configurations
+from lnorm.normalization import (BLN_STATISTICS, bln_inference_configurations,
+                                 finalize_epoch_statistics)
 from lnorm.training import run_files, steps
 from lnorm.training.checkpoint import abstract_like, restore_latest
 from lnorm.training.task import load_task
@@ -169,10 +170,31 @@ def shuffled(arrays, seed: int, max_examples: int | None = None):
 
 def restore_state(config, task, model, dataset, workdir: str, mesh):
   """The latest checkpoint of ``workdir``, restored into the structure training
-  built for ``config``."""
+  built for ``config``, with the population statistics its own evaluation used.
+
+  A checkpoint saved inside an epoch (``max_steps``, an interruption, a time-based
+  save) holds that epoch's accumulating sums, not yet averaged into the population
+  statistics: at the first epoch those are still their initial values, and 'p'
+  configurations would score at chance where the run's own evaluation did not. The
+  run's evaluations inside an epoch average the sums so far
+  (``finalize_epoch_statistics``), and so does the search; at an epoch end the sums
+  are empty and this changes nothing.
+  """
   target = steps.init_train_state(config, task, model, dataset.splits[task.train_split()],
                                  mesh)
-  return restore_latest(workdir, abstract_like(target))[0]
+  state = restore_latest(workdir, abstract_like(target))[0]
+  if _mid_epoch(state.batch_stats):
+    logging.info("The checkpoint at step %d is inside an epoch: population statistics "
+                 "are the averages over its batches so far, as the run's own evaluation "
+                 "there took them.", int(state.step))
+  return state.replace(batch_stats=finalize_epoch_statistics(state.batch_stats))
+
+
+def _mid_epoch(batch_stats) -> bool:
+  """Whether any epoch-averaged statistic holds a partial epoch's sums."""
+  counts = [leaf for path, leaf in jax.tree_util.tree_leaves_with_path(batch_stats)
+            if getattr(path[-1], "key", None) == "epoch_count"]
+  return any(int(np.max(np.asarray(c))) > 0 for c in counts)
 
 
 def select(rows: Sequence[Row], split: str = "validation") -> int:

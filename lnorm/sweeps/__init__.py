@@ -1,6 +1,8 @@
 """Sweeps: the search space given on the command line (``space``), the member-by-member
 runner (``runner``) and the wandb sweep file (``wandb_sweep``).
 
-Imports ``lnorm.config``, ``lnorm.analysis`` (to skip finished members and to select)
-and ``lnorm.training.defaults``; the runner calls a train function it is handed.
+Imports ``lnorm.config``, ``lnorm.analysis`` (to skip finished members and to select),
+``lnorm.training.defaults`` and ``workdir_lock`` (one sweep per folder), and, when it
+checks the members before the first runs, ``lnorm.training.task`` (and with it the
+experiment and JAX); the members train in ``lnorm train`` subprocesses.
 """

@@ -13,8 +13,9 @@ A sweep is resumable because ``lnorm train`` is: finished members (as many epoch
 or ``max_steps`` updates, in ``metrics.jsonl`` as their configs ask) are skipped,
 interrupted ones resume from their checkpoint. The summary (final and best metrics
 per member, and mean / spread over seeds) is printed and written as CSV, followed
-with ``select`` by the best setting on a validation metric (``lnorm.analysis.selection``);
-nothing here imports JAX.
+with ``select`` by the best setting on a validation metric (``lnorm.analysis.selection``).
+Only ``prepare``, which checks every member's config as ``lnorm train`` would before the
+first one runs, imports JAX (through the experiment's task); summaries do not.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from lnorm.analysis.runs import (SWEEP_FILE, Run, distinguishing_keys, epoch_rec
                         read_sweep_file, setting_name, summary_metrics)
 from lnorm.sweeps.space import SweepSpace
 from lnorm.training import run_files
+from lnorm.training import workdir_lock
 from lnorm.training.defaults import is_complete
 
 SUMMARY_FILE = "summary.csv"
@@ -122,14 +124,21 @@ def make_members(grid: Sequence[Mapping[str, str]], workdir: str,
   return [Member(n, dict(m), os.path.join(workdir, n)) for n, m in zip(names, grid)]
 
 
-def space_members(space: SweepSpace, workdir: str) -> list[Member]:
-  """The members of a named sweep crossed with a grid and random draws, named by the
-  named sweep's distinguishing keys, then the grid's and the drawn keys."""
-  grid = space.members()
+def setting_keys(space: SweepSpace, grid: Sequence[Mapping[str, str]]) -> list[str]:
+  """The keys the members ``grid`` of ``space`` are named by: the named sweep's
+  distinguishing keys, then the grid's and the drawn keys (a random search's draws
+  differ in each drawn key, although the first alone tells them apart); without a
+  grid or random search the fewest keys that tell the members apart."""
   if not space.keys:
-    return make_members(grid, workdir)
-  named_keys = distinguishing_keys(space.named) if space.named else []
-  return make_members(grid, workdir, keys=named_keys + space.keys)
+    return distinguishing_keys(grid)
+  return (distinguishing_keys(space.named) if space.named else []) + space.keys
+
+
+def space_members(space: SweepSpace, workdir: str) -> list[Member]:
+  """The members of a named sweep crossed with a grid and random draws, named by
+  their ``setting_keys``."""
+  grid = space.members()
+  return make_members(grid, workdir, keys=setting_keys(space, grid))
 
 
 def prepare(config_spec: str, space: SweepSpace, workdir: str,
@@ -141,7 +150,13 @@ def prepare(config_spec: str, space: SweepSpace, workdir: str,
   extra = dict(extra or {})
   sweep_space.check_against_config(config_spec, space, extra)
   members = space_members(space, workdir)
-  return members, {m.name: member_config(config_spec, m, extra) for m in members}
+  configs = {m.name: member_config(config_spec, m, extra) for m in members}
+  for m in members:  # A combination of values, or a named sweep's member.
+    try:
+      sweep_space.check_config(configs[m.name])
+    except ConfigError as e:
+      raise ConfigError(f"Sweep member {m.name}: {e}") from None
+  return members, configs
 
 
 # --- state of a member's workdir ----------------------------------------------------------
@@ -251,7 +266,16 @@ def run_sweep(config_spec: str, space: SweepSpace, workdir: str,
   sweep_name = sweep_label(workdir, name)
   workdir = os.path.abspath(workdir)
   members, configs = prepare(config_spec, space, workdir, extra)  # Fails before running.
-  os.makedirs(workdir, exist_ok=True)
+  workdir_lock.make_workdir(workdir)
+  # One sweep per folder (each member's `lnorm train` holds the member's workdir too).
+  with workdir_lock.hold(workdir, f"lnorm sweep {sweep_name}"):
+    return _run_members(config_spec, space, workdir, members, configs, extra, parallel,
+                        figures, name, select, sweep_name)
+
+
+def _run_members(config_spec, space, workdir, members, configs, extra, parallel, figures,
+                 name, select, sweep_name) -> "Summary":
+  """``run_sweep`` once it holds the sweep's folder."""
   _write_sweep_file(workdir, config_spec, name, space, members, extra)
 
   todo, outcomes = [], {}
@@ -322,7 +346,8 @@ def run_sweep(config_spec: str, space: SweepSpace, workdir: str,
   summary.write(workdir)
   if select:
     try:
-      summary.selection = select_members(members, select)
+      summary.selection = select_members(
+          members, select, setting_keys(space, [m.overrides for m in members]))
     except UserError as e:  # E.g. no member logged the metric: keep the summary.
       summary.selection_problem = str(e)
     else:
@@ -334,8 +359,10 @@ def run_sweep(config_spec: str, space: SweepSpace, workdir: str,
 
 
 def _write_sweep_file(workdir, config_spec, sweep_name, space, members, extra) -> None:
+  # The keys the members are named by, which report --select names settings by too.
+  keys = setting_keys(space, [m.overrides for m in members])
   record = {"sweep": sweep_name, "config": config_spec, "extra_overrides": extra,
-            **space.to_dict(),
+            "setting_keys": keys, **space.to_dict(),
             "members": [{"name": m.name, "overrides": m.overrides,
                          "workdir": os.path.relpath(m.workdir, workdir)} for m in members]}
   with open(os.path.join(workdir, SWEEP_FILE), "w") as f:
@@ -359,6 +386,14 @@ def _draw_figures(workdir: str, experiment: str | None) -> list[str]:
 
 
 # --- summary ---------------------------------------------------------------------------
+
+#: What the summary's columns mean, printed under its table. "Best" is one thing
+#: everywhere (summary.csv, --select, lnorm report, lnorm compare): the best finite
+#: value over every point that measured the metric, mid-epoch evaluations included; a
+#: training metric counts at epoch ends only, where it is the epoch's mean.
+BEST_MEANS = ("final: the value at the last epoch end; best: the best value over every "
+              "evaluation (epoch ends and mid-epoch; training metrics at epoch ends), as "
+              "--select and lnorm report take it.")
 
 
 def display_metrics(metrics: Sequence[str], limit: int = 4) -> list[str]:
@@ -407,7 +442,7 @@ class Summary:
     widths = [max(len(x) for x in col) for col in zip(header, *body)]
     lines = ["  ".join(x.ljust(w) for x, w in zip(row, widths)) for row in [header] + body]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join(lines + ["", BEST_MEANS])
 
 
 def _fmt(v: Any) -> str:
@@ -435,17 +470,18 @@ def _write_csv(path: str, rows: Sequence[Mapping[str, Any]]) -> None:
 
 def summarize(members: Sequence[Member], configs: Mapping[str, Mapping[str, Any]] | None = None,
               statuses: Mapping[str, str] | None = None) -> Summary:
-  """Final and best value of each metric per member; mean and spread over seeds.
+  """Final and best value of each metric per member (see BEST_MEANS); mean and spread
+  over seeds.
 
   ``configs`` (member name -> config) tell a finished member from an incomplete one.
   """
   configs = configs or {}
   statuses = statuses or {}
-  per_member = {m.name: epoch_records(m.workdir) for m in members}
-  metrics = summary_metrics([r for rs in per_member.values() for r in rs])
+  runs = {m.name: run for m, run in zip(members, member_runs(members))}
+  metrics = summary_metrics([r for run in runs.values() for r in run.epochs])
   rows = []
   for m in members:
-    records = per_member[m.name]
+    records = runs[m.name].epochs
     epochs = epochs_done(records)
     complete = m.name in configs and is_complete(configs[m.name], records)
     status = statuses.get(m.name) or ("finished" if complete else "incomplete")
@@ -454,7 +490,9 @@ def summarize(members: Sequence[Member], configs: Mapping[str, Mapping[str, Any]
     row = {"member": m.name, "status": status, "epochs": epochs, **m.overrides}
     for metric in metrics:
       values = [r[metric] for r in records if isinstance(r.get(metric), (int, float))]
-      finite = [v for v in values if math.isfinite(v)]
+      # BEST_MEANS: every evaluation, as --select, report and compare take it.
+      finite = [float(r[metric]) for r in runs[m.name].records(metric)
+                if math.isfinite(r[metric])]
       row[f"final {metric}"] = values[-1] if values else None
       row[f"best {metric}"] = ((min if lower_is_better(metric) else max)(finite)
                                if finite else None)
@@ -509,8 +547,9 @@ def member_runs(members: Sequence[Member]) -> list[Run]:
   return runs
 
 
-def select_members(members: Sequence[Member], metric: str) -> selection_lib.Selection:
+def select_members(members: Sequence[Member], metric: str,
+                   keys: Sequence[str] | None = None) -> selection_lib.Selection:
   """The best setting of the members on ``metric``: settings are the members'
-  overrides but the seed."""
+  overrides but the seed, named by ``keys`` (the sweep's ``setting_keys``)."""
   return selection_lib.select(member_runs(members), metric,
-                              settings={m.workdir: m.overrides for m in members})
+                              settings={m.workdir: m.overrides for m in members}, keys=keys)

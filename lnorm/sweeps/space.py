@@ -227,8 +227,10 @@ def parse_distribution(kind: str, text: str) -> Distribution:
 def check_against_config(config_spec: str, space: SweepSpace,
                          extra: Mapping[str, str] | None = None) -> None:
   """Applies every grid value, both bounds of each range and every choice to the
-  config before anything runs: a typo in a key gets the config's "did you mean"
-  error, a value of the wrong type names its flag."""
+  config, and checks the config each makes as ``lnorm train`` would before its data
+  loads (``lnorm.training.task.check_config``), before anything runs: a typo in a key
+  gets the config's "did you mean" error, a value of the wrong type or out of range
+  (``--grid norm=lnn``, ``batch_size=0``) names its flag."""
   base = config_lib.load_config(config_spec)
   config_lib.apply_overrides(base, dict(extra or {}))
   for key, values in space.grid:
@@ -249,6 +251,18 @@ def _check_values(base, flag: str, key: str, values: Sequence[str], hint: str = 
       config_lib.apply_overrides(config, {key: value})
     except ConfigError as e:
       raise ConfigError(f"{flag} {key}={value}: {e}{hint}") from None
+    try:
+      check_config(config)
+    except ConfigError as e:
+      raise ConfigError(f"{flag} {key}={value}: {e}") from None
+
+
+def check_config(config) -> None:
+  """``lnorm.training.task.check_config``, imported when first needed: it imports the
+  experiment's module, and with it JAX (about 2 s), which --help and the analyses of
+  finished sweeps need not pay."""
+  from lnorm.training import task  # pylint: disable=g-import-not-at-top
+  task.check_config(config)
 
 
 def typed_value(base, key: str, value: str) -> Any:

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+import math
+
 import ml_collections
 from ml_collections import config_dict
+
+from lnorm.errors import ConfigError
 
 #: Fields that may change when a run resumes: they do not change the results. Raising
 #: num_epochs or max_steps extends a finished run. A config's ``scale`` (paper, cpu)
@@ -100,6 +104,55 @@ def base_config() -> ml_collections.ConfigDict:
   # when set, else is online with an API key and offline without.
   c.wandb.mode = "auto"
   return c
+
+
+#: The shared fields' bounds, checked before any data loads: (field, lowest value,
+#: whether the lowest is allowed, what the field is).
+_BOUNDS = (
+    ("batch_size", 1, True, "the examples per update"),
+    ("eval_batch_size", 1, True, "the examples per evaluation batch"),
+    ("steps_per_call", 1, True, "updates fused into one call"),
+    ("max_steps", 0, True, "the run's length in updates (0: num_epochs epochs)"),
+    ("num_epochs", 0, True, "training epochs"),
+    ("eval_every_steps", 0, True, "updates between mid-epoch evaluations (0: off)"),
+    ("eval_points_per_decade", 0, True, "geometric evaluations per decade (0: off)"),
+    ("log_every_steps", 0, True, "updates between running-loss records (0: off)"),
+    ("periodic_eval_every_steps", 0, True, "updates between a task's own evaluations"),
+    ("checkpoint_every_secs", 0, False, "seconds between time-based checkpoints"),
+    ("progress_every_secs", 0, True, "seconds between progress lines"),
+    ("optimizer.learning_rate", 0, False, "the step size"),
+    ("optimizer.clip_global_norm", 0, True, "the global-norm clip (0: off)"),
+    ("optimizer.clip_tensor_norm", 0, True, "the per-tensor clip (0: off)"),
+    ("length_buckets.num", 1, True, "length buckets (1: off)"),
+    ("length_buckets.group_steps", 1, True, "batches drawn from one length in a row"),
+)
+
+
+def _field(config: Any, dotted: str) -> Any:
+  node = config
+  for part in dotted.split("."):
+    if node is None or part not in node:
+      return None
+    node = node[part]
+  return node
+
+
+def check_values(config: ml_collections.ConfigDict) -> None:
+  """Refuses values of the shared fields no run can use (a batch size of 0, a negative
+  learning rate or max_steps), naming the field and the valid range: before any data
+  loads, where they would otherwise fail late, or train silently wrong. No JAX."""
+  for dotted, lowest, inclusive, what in _BOUNDS:
+    value = _field(config, dotted)
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+      continue
+    bad = not math.isfinite(value) or (value < lowest if inclusive else value <= lowest)
+    if bad:
+      bound = f">= {lowest}" if inclusive else f"> {lowest}"
+      raise ConfigError(f"{dotted}={value!r}: it is {what} and must be {bound}. Set "
+                        f"--config.{dotted}=... to a value {bound}.")
+  if not (_field(config, "max_steps") or 0) and _field(config, "num_epochs") == 0:
+    raise ConfigError("num_epochs=0 and max_steps=0: the run would train nothing. Set "
+                      "--config.num_epochs (epochs) or --config.max_steps (updates).")
 
 
 def total_steps(config: Mapping[str, Any], steps_per_epoch: int) -> int:

@@ -19,6 +19,7 @@ import ml_collections
 from lnorm.data.core import Dataset
 from lnorm.errors import ConfigError
 from lnorm.normalization import NORMS
+from lnorm.training import defaults
 
 Batch = Mapping[str, jax.Array]
 
@@ -156,6 +157,15 @@ def load_task(config: ml_collections.ConfigDict) -> Task:
     raise ConfigError(f"Experiment {name!r} is registered but its module "
                       f"{EXPERIMENTS[name]} cannot be imported ({e}).") from e
   return module.Task(config)
+
+
+def check_config(config: ml_collections.ConfigDict) -> Task:
+  """Every check a config can pass before its data loads: the shared fields' values
+  (``defaults.check_values``) and the experiment's own (its Task: the normalizer, the
+  loss reduction, dropout rates, ...). Returns the task. ``lnorm train``, its dry run
+  and ``lnorm sweep`` (each member, before the first runs) call it."""
+  defaults.check_values(config)
+  return load_task(config)
 
 
 def classification_metrics(logits: jax.Array, labels: jax.Array) -> dict[str, jax.Array]:

@@ -6,6 +6,7 @@ rerun with the same workdir resumes, so before it trains it must be the same run
 to. Data can change without any config field changing: under ``data.source=auto``,
 setting ``$LNORM_DATA_DIR`` turns the embedded 5k MNIST digits into the full 55k, and
 a resumed run would then mix two datasets in one curve and one test error.
+(``lnorm.training.workdir_lock`` keeps a workdir to one process at a time.)
 """
 
 from __future__ import annotations

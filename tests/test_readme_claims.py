@@ -1,0 +1,46 @@
+"""What the README tells a newcomer matches the code: the test markers it names, the
+smoke argument every config takes, the cache sizes `lnorm train --help` gives too."""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+
+import pytest
+
+from lnorm import config as config_lib
+from lnorm.data import cache
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def readme() -> str:
+  with open(os.path.join(REPO, "README.md")) as f:
+    return f.read()
+
+
+def test_the_quick_test_subset_names_a_declared_marker():
+  assert 'pytest -n 2 -m "not slow"' in readme() and "about 10 minutes" in readme()
+  with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+    markers = tomllib.load(f)["tool"]["pytest"]["ini_options"]["markers"]
+  assert any(m.startswith("slow:") for m in markers)
+
+
+CONFIGS = sorted(f[:-3] for f in os.listdir(os.path.join(REPO, "configs"))
+                 if f.endswith(".py") and not f.startswith("_"))
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_config_takes_the_documented_smoke_argument(name):
+  smoke = config_lib.load_config(f"configs/{name}.py:smoke=true")
+  full = config_lib.load_config(f"configs/{name}.py")
+  assert config_lib.to_flat_dict(smoke) != config_lib.to_flat_dict(full)
+  assert "smoke=true" in readme()
+
+
+def test_readme_and_train_help_give_the_measured_cloze_cache():
+  row = next(line for line in readme().splitlines() if "CBT-style cloze questions" in line)
+  assert "78 MB `.npz` + 41 MB CBT text" in row
+  assert re.search(r"78 MB of \.npz plus 41 MB of CBT-format text", cache.HELP)
+  assert "7 MB" not in cache.HELP and "one `.npz` per dataset" not in readme()
