@@ -4,16 +4,18 @@ A recurrent cell normalizes three things: the input projection W_x x (all time s
 at once, outside the recurrence, ``x`` time-major ``[T, B, F]`` with ``step`` of
 shape ``[T]``), the recurrent projection W_h h and the cell state c (one step inside
 the recurrence, ``x`` of shape ``[B, F]`` with a scalar ``step``). Only recurrent BN
-looks at ``step``; LN, RMSNorm and the identity ignore it. The arithmetic is the pure
-functions of :mod:`lnorm.normalization.functional`.
+looks at ``step``; the per-example normalizers and the identity ignore it. The
+arithmetic is the pure functions of :mod:`lnorm.normalization.functional`.
 
 ``mask`` (``[B]`` or ``[T, B]``, true for real steps) keeps padded steps out of BN's
-batch statistics; LN's and RMSNorm's statistics are per example and need no mask.
+batch statistics; the per-example normalizers' statistics (LN, RMSNorm, ScaleNorm;
+DyT has none) are per example and need no mask.
 
 ``fusable`` says whether the fused recurrences (:mod:`lnorm.rnn.fused`,
 :mod:`lnorm.rnn.fused_gru`) can run the normalizer; if so, ``row_norm()`` gives its
-parameters in their terms (None for the identity). Recurrent BN, with its per-step
-statistics, cannot.
+parameters in their terms (None for the identity). Only LN, RMSNorm and the identity
+can; a normalizer without ``fusable`` (recurrent BN with its per-step statistics,
+DyT, ScaleNorm, LayerNorm-simple, a user's) runs step by step.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from lnorm.normalization import functional as F
+from lnorm.normalization.modules import scale_norm_init
 from lnorm.rnn.fused import RowNorm
 
 Initializer = Callable[..., jax.Array]
@@ -95,6 +98,52 @@ class StepRMSNorm(nn.Module):
     scale, bias = _gain_and_bias(self)
     size = None if self.partial == 1.0 else F.partial_size(scale.shape[-1], self.partial)
     return RowNorm(scale, bias, self.eps, F.rms_rows(size))
+
+
+class StepLayerNormSimple(nn.Module):
+  """LayerNorm-simple (Xu et al. 2019): LN over the last axis without its gain and
+  bias. Not fused: the fused recurrences take a gain array, which this has none of."""
+
+  eps: float = 1e-5
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
+    del train, step, mask
+    return F.layer_norm(x, None, None, axes=-1, eps=self.eps)
+
+
+class StepScaleNorm(nn.Module):
+  """ScaleNorm (Nguyen & Salazar 2019) over the last axis: ``g * x / sqrt(sum(x^2) +
+  eps)``, one scalar gain from ``sqrt(F)`` (or ``scale_init``), no bias. Step by step:
+  the fused recurrences do not run it."""
+
+  eps: float = 1e-5
+  scale_init: float | None = None
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
+    del train, step, mask
+    init = scale_norm_init(self.scale_init, x.shape[-1])
+    g = self.param("scale", nn.initializers.constant(init), (), jnp.float32)
+    return F.scale_norm(x, g, axes=-1, eps=self.eps)
+
+
+class StepDynamicTanh(nn.Module):
+  """DyT (Zhu et al. 2025) over the last axis: ``gamma * tanh(alpha * x) + beta``, one
+  scalar ``alpha`` from ``alpha_init``, ``gamma`` and ``beta`` per feature (a bias, as
+  LN's, by default). Step by step: the fused recurrences do not run it."""
+
+  alpha_init: float = 0.5
+  scale_init: Initializer = nn.initializers.ones
+  bias_init: Initializer = nn.initializers.zeros
+  use_bias: bool = True
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
+    del train, step, mask
+    alpha = self.param("alpha", nn.initializers.constant(self.alpha_init), (), jnp.float32)
+    scale, bias = _declare_gain_and_bias(self, x.shape[-1])
+    return F.dynamic_tanh(x, alpha, scale, bias)
 
 
 def _declare_gain_and_bias(norm: nn.Module, features: int):

@@ -65,6 +65,7 @@ from lnorm.data import batching
 from lnorm.errors import ConfigError, DivergenceError, Interrupted, UserError
 from lnorm.normalization import finalize_epoch_statistics
 from lnorm.progress import Progress, stage
+from lnorm.rnn import normalizer_record
 from lnorm.training import defaults
 from lnorm.training import parallel
 from lnorm.training import workdir as workdir_lib
@@ -412,7 +413,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
   workdir_lib.write_run_record(workdir, config, data_record, {
       "num_params": num_params, "steps_per_epoch": steps_per_epoch,
-      "length_buckets": None if buckets is None else list(buckets.edges)})
+      "length_buckets": None if buckets is None else list(buckets.edges),
+      **normalizer_record(model, config.get("norm"))})
   logging.info("Data: %s", json.dumps(data_record))
   logging.info("Model: %d parameters; %d steps per epoch; %d devices.", num_params,
                steps_per_epoch, mesh.size)
