@@ -171,7 +171,8 @@ def check_norm_choice(name: str, choices: Sequence[str], experiment: str) -> Non
     load_user_norm(name)
     return
   if name not in choices:
-    extra = ", or your own as module:attribute (docs/extending.md)" if "ln" in choices else ""
+    extra = (", or your own as module:attribute (docs/extending.md)"
+             if "ln" in choices else "")
     raise ConfigError(f"Normalizer {name!r} is not available for experiment "
                       f"{experiment!r}. Valid choices: {', '.join(choices)}{extra}.")
 

@@ -366,9 +366,9 @@ def _refuse_unfusable(cell) -> None:
     names = ", ".join(sorted({_module_class(getattr(cell.norms, f)).__name__
                               for f in type(cell).fused_norms}))
     raise ValueError(
-        f"The fused {type(cell).__name__[:-4]} recurrence runs LN, RMSNorm or no "
-        f"normalizer, not variant {cell.norms.name!r} ({names}): run the cell step by "
-        "step (RecurrentLayer does so by itself for such a cell).")
+        f"{type(cell).__name__}.fused_scan runs LN, RMSNorm or no normalizer, not "
+        f"variant {cell.norms.name!r} ({names}): run the cell step by step "
+        "(RecurrentLayer does so by itself for such a cell).")
 
 
 def recurrence_path(cell_factory: CellFactory) -> str:
