@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from lnorm import cli
 from lnorm import config as config_lib
 from lnorm.errors import ConfigError
 from lnorm.normalization import UserNormError, check_norm_choice, make_norm
@@ -253,3 +254,21 @@ def test_bln_cifar_gives_the_conv_maps_lns_axes():
   for convention in ("conventional", "authors"):
     for norm in ("dyt", "scalenorm", "ln_simple", "my_norms:my_norm"):
       assert conv_axes(convention, norm) == conv_axes(convention, "ln") == {"axes": (1, 2, 3)}
+
+
+# --- Through the command line: a message, never a traceback ---------------------------
+
+
+@pytest.mark.parametrize("attribute, message", [
+    ("halve", "changed the shape of its input from (128, 32) to (128, 16)"),
+    ("my_norm", "has no attribute 'my_norm'"),
+])
+def test_lnorm_train_reports_a_bad_normalizer(user_module, tmp_path, capsys, attribute,
+                                              message):
+  code = cli.main(["train", "--config",
+                   f"configs/perm_mnist.py:norm={user_module}:{attribute},smoke=true",
+                   "--workdir", str(tmp_path / "run"), "--config.max_steps=1",
+                   "--config.progress_bar=false"])
+  err = capsys.readouterr().err
+  assert code == 2
+  assert message in err and "Traceback" not in err
