@@ -4,8 +4,7 @@
     python scripts/bench_rnn.py --repeats 20 --hidden 256
     python scripts/bench_rnn.py --torch-threads 1,2 --json perf/rnn.json
     python scripts/bench_rnn.py --rows gru gru_scan torch_gru   # only these rows
-    python scripts/bench_rnn.py --rows ln_lstm ln_lstm_scan dyt_lstm scalenorm_lstm \
-        ln_simple_lstm                                         # LN's successors
+    python scripts/bench_rnn.py --rows ln_lstm dyt_lstm scalenorm_lstm ln_simple_lstm
 
 The default size is the handwriting model's first layer (docs/experiments.md sec. 3),
 for the LSTM and the GRU rows alike. Each
@@ -75,9 +74,8 @@ class NaiveLNLSTMCell(nn.RNNCellBase):
 
 
 #: Our layers: row name -> (cell factory, variant). Each row runs the layer as the
-#: experiments do: the fused recurrence where the normalizer has one, and a ``_scan``
-#: twin that scans the cell step by step; DyT, ScaleNorm and LayerNorm-simple have no
-#: fused recurrence, so their rows scan and have no twin.
+#: experiments do (the fused recurrence, except for DyT, which has none and scans);
+#: its ``_scan`` twin scans the cell step by step.
 OUR_ROWS = {
     "lstm": (make_lstm_cell, "none"), "ln_lstm": (make_lstm_cell, "ln"),
     "rms_lstm": (make_lstm_cell, "rms"),
@@ -86,7 +84,7 @@ OUR_ROWS = {
     **{f"{norm}_{kind}": (make, norm) for norm in ("dyt", "scalenorm", "ln_simple")
        for kind, make in (("lstm", make_lstm_cell), ("gru", make_gru_cell))},
 }
-#: LN's successors, in the LSTM and in the GRU: step by step only.
+#: LN's successors, in the LSTM and in the GRU.
 SUCCESSOR_ROWS = {kind: tuple(f"{norm}_{kind}" for norm in ("dyt", "scalenorm", "ln_simple"))
                   for kind in ("lstm", "gru")}
 
@@ -104,13 +102,15 @@ def jax_models(hidden: int, unroll: int = 1, naive: bool = True) -> dict:
   layer as the experiments run it (the fused recurrences of lnorm.rnn.fused and
   lnorm.rnn.fused_gru); ``*_scan`` the same layer scanning the cell step by step
   (``fused=False``), as every cell with recurrent BN runs. ``dyt_*``, ``scalenorm_*``
-  and ``ln_simple_*`` (LSTM and GRU) scan step by step, having no fused recurrence. ``flax_optimized_lstm``
+  and ``ln_simple_*`` (LSTM and GRU) are LN's successors; DyT has no fused
+  recurrence, so its row and its twin both scan. ``flax_optimized_lstm``
   and ``flax_gru`` are flax's cells under ``nn.RNN`` (flax's GRU is the cuDNN
   variant, reset gate on U h + b, with biases on both halves). ``unroll`` is our
   layer's scan unroll; ``naive`` adds the naive flax LN-LSTM row.
   """
   models = {}
-  for family in (("lstm", "ln_lstm"), ("rms_lstm",), ("gru", "ln_gru", "rms_gru")):
+  for family in (("lstm", "ln_lstm"), ("rms_lstm",), ("gru", "ln_gru", "rms_gru"),
+                 SUCCESSOR_ROWS["lstm"], SUCCESSOR_ROWS["gru"]):
     for suffix, fused in (("", True), ("_scan", False)):
       for name in family:
         models[name + suffix] = _our_layer(name, hidden, unroll, fused)
@@ -118,8 +118,6 @@ def jax_models(hidden: int, unroll: int = 1, naive: bool = True) -> dict:
       models["flax_optimized_lstm"] = (nn.RNN(nn.OptimizedLSTMCell(hidden)), None)
       if naive:
         models["naive_flax_ln_lstm"] = (nn.RNN(NaiveLNLSTMCell(hidden)), None)
-  for name in SUCCESSOR_ROWS["lstm"] + SUCCESSOR_ROWS["gru"]:
-    models[name] = _our_layer(name, hidden, unroll, fused=True)  # falls back to a scan
   models["flax_gru"] = (nn.RNN(nn.GRUCell(hidden)), None)
   return models
 
@@ -236,9 +234,9 @@ RATIOS = (("ln_lstm", "naive_flax_ln_lstm"), ("ln_lstm", "torch_eager_ln_lstm"),
           ("gru", "gru_scan"), ("ln_gru", "ln_gru_scan"), ("rms_gru", "rms_gru_scan"),
           ("ln_gru", "gru"), ("rms_gru", "gru"), ("rms_gru", "ln_gru"),
           ("gru", "torch_gru"), ("gru", "flax_gru"), ("flax_gru", "torch_gru"),
-          # LN's successors against LN as the experiments run it (fused) and against
-          # LN scanned as they are: the latter is the normalizer's own cost.
-          *((row, f"ln_{kind}{suffix}") for kind in ("lstm", "gru")
+          # LN's successors against LN, each as the experiments run it, and both
+          # scanned step by step.
+          *((row + suffix, f"ln_{kind}{suffix}") for kind in ("lstm", "gru")
             for row in SUCCESSOR_ROWS[kind] for suffix in ("", "_scan")))
 
 

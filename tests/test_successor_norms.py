@@ -224,15 +224,16 @@ def test_cell_options_reach_the_step_modules():
 
 @pytest.mark.parametrize("variant,path", [
     ("ln", "fused"), ("rms", "fused"), ("ln_cell", "fused"), ("dyt", "step-by-step"),
-    ("scalenorm", "step-by-step"), ("ln_simple", "step-by-step"),
+    ("scalenorm", "fused"), ("ln_simple", "fused"), ("scalenorm_cell", "fused"),
     ("dyt_cell", "step-by-step")])
 def test_recurrence_path_of_each_lstm_variant(variant, path):
   assert recurrence_path(make_lstm_cell(variant)) == path
+  assert recurrence_path(make_gru_cell(variant.replace("_cell", ""))) == path
 
 
 def test_fused_scan_refuses_a_normalizer_it_cannot_run():
-  cell = make_lstm_cell("scalenorm")(4, name="cell")
+  cell = make_lstm_cell("dyt")(4, name="cell")
   x = jnp.asarray(_x((3, 2, 5)))
-  with pytest.raises(ValueError, match="not variant 'scalenorm'.*step by step"):
+  with pytest.raises(ValueError, match="not variant 'dyt'.*step by step"):
     cell.init(jax.random.key(0), x, method=lambda c, x: c.fused_scan(
         c.initialize_carry(jax.random.key(0), x.shape[1:]), x))

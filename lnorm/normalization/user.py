@@ -13,7 +13,7 @@ goes wherever ``ln`` goes: after the MLPs' linear maps and, in the LSTM and GRU
 cells, in LN's places. It sees no mask and no time step: padded rows pass through it
 like real ones and are masked downstream, and it keeps no per-step state, so the
 recurrent cells run it step by step (``lnorm.rnn``), never through the fused
-recurrences, which only know LN and RMSNorm.
+recurrences, which know only lnorm's own row normalizers.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class ImportedNorm(nn.Module):
   normalizer: UserNormalizer
   axes: int | Sequence[int] = -1
 
-  #: Never run by the fused recurrences, which only know LN and RMSNorm.
+  #: Never run by the fused recurrences, which know only lnorm's own row normalizers.
   fusable = False
 
   @nn.compact

@@ -53,8 +53,8 @@ class CellNorms:
   ``input_norm``, ``hidden_norm`` and ``cell_norm`` (called with ``name=...``) build
   modules with the signature ``norm(x, *, train, step, mask=None)`` applied to W_x x,
   W_h h and (LSTM only) c before its tanh. For the fused recurrences the linear map
-  also gives ``kernel_matrix()`` and each normalizer ``fusable`` and ``row_norm()``
-  (:mod:`lnorm.rnn.norms`).
+  also gives ``kernel_matrix()`` and each normalizer ``fusable`` and
+  ``row_norm(features)`` (:mod:`lnorm.rnn.norms`).
   """
 
   name: str
@@ -201,7 +201,7 @@ class LSTMCell(nn.RNNCellBase):
   @property
   def fusable(self) -> bool:
     """Whether ``fused_scan`` can run this cell: true when every normalizer is one the
-    fused recurrence knows (LN, RMSNorm, the identity)."""
+    fused recurrence knows (LN, RMSNorm, ScaleNorm, LayerNorm-simple, the identity)."""
     return _fusable(type(self), self.norms)
 
   def fused_scan(self, carry, x, *, train: bool = False, mask=None,
@@ -217,9 +217,10 @@ class LSTMCell(nn.RNNCellBase):
     _refuse_unfusable(self)
     gates_x = self._input_projection(x, train=train, dropout_mask=dropout.inputs)
     _check_mask_given(dropout.state, self.recurrent_dropout, train, "its state")
+    h = self.hidden_size
     params = LSTMRecurrenceParams(
-        self.hidden_proj.kernel_matrix(), self.bias, self.input_norm.row_norm(),
-        self.hidden_norm.row_norm(), self.cell_norm.row_norm())
+        self.hidden_proj.kernel_matrix(), self.bias, self.input_norm.row_norm(4 * h),
+        self.hidden_norm.row_norm(4 * h), self.cell_norm.row_norm(h))
     return lstm_recurrence(params, gates_x, carry, step_mask=mask,
                            recurrent_mask=dropout.state, unroll=unroll)
 
@@ -313,7 +314,7 @@ class GRUCell(nn.RNNCellBase):
   @property
   def fusable(self) -> bool:
     """Whether ``fused_scan`` can run this cell: true when its recurrent normalizers
-    are ones the fused recurrence knows (LN, RMSNorm, the identity)."""
+    are ones the fused recurrence knows (as ``LSTMCell.fusable``)."""
     return _fusable(type(self), self.norms)
 
   def fused_scan(self, carry, x, *, train: bool = False, mask=None,
@@ -324,9 +325,10 @@ class GRUCell(nn.RNNCellBase):
     _refuse_unfusable(self)
     projected = self.project(x, train=train, mask=mask, dropout_mask=dropout.inputs)
     _check_mask_given(dropout.state, self.recurrent_dropout, train, "its state")
+    h = self.hidden_size
     params = GRURecurrenceParams(self.hidden_proj.kernel_matrix(),
-                                 self.hidden_gate_norm.row_norm(),
-                                 self.hidden_candidate_norm.row_norm())
+                                 self.hidden_gate_norm.row_norm(2 * h),
+                                 self.hidden_candidate_norm.row_norm(h))
     return gru_recurrence(params, projected, carry, step_mask=mask,
                           recurrent_mask=dropout.state, unroll=unroll)
 
@@ -356,7 +358,7 @@ def _module_class(factory):
 
 def _fusable(cell_cls, norms: CellNorms) -> bool:
   # A class attribute, so that the answer is known before any module is built; a
-  # normalizer that does not declare it (DyT, ScaleNorm, a user's) is not fusable.
+  # normalizer that does not declare it (DyT, a user's) is not fusable.
   return all(getattr(_module_class(getattr(norms, field)), "fusable", False)
              for field in cell_cls.fused_norms)
 
@@ -366,7 +368,8 @@ def _refuse_unfusable(cell) -> None:
     names = ", ".join(sorted({_module_class(getattr(cell.norms, f)).__name__
                               for f in type(cell).fused_norms}))
     raise ValueError(
-        f"{type(cell).__name__}.fused_scan runs LN, RMSNorm or no normalizer, not "
+        f"{type(cell).__name__}.fused_scan runs LN, RMSNorm and their special cases "
+        f"ScaleNorm and LayerNorm-simple, or no normalizer, not "
         f"variant {cell.norms.name!r} ({names}): run the cell step by step "
         "(RecurrentLayer does so by itself for such a cell).")
 

@@ -1,8 +1,8 @@
 """What a run's record (``config.json``) says about its normalizer: where it came from
 and how the recurrent cells that take it ran.
 
-The fused recurrences run LN, RMSNorm and the identity; every other normalizer in an
-LSTM or GRU cell runs step by step under ``nn.scan`` (:func:`lnorm.rnn.cells.
+The fused recurrences run LN, RMSNorm, ScaleNorm, LayerNorm-simple and the identity;
+every other normalizer in an LSTM or GRU cell (DyT, a user's) runs step by step under ``nn.scan`` (:func:`lnorm.rnn.cells.
 recurrence_path`). The record says which, so that a timing or a result can be read
 for what it is.
 """

@@ -14,8 +14,8 @@ a gain and no bias. The LSTM adds its gate bias b after the norms, as in every
 variant; the GRU's input projection keeps its biases (b, b_x) unless the input
 normalizer has its own (LN's and DyT's beta), as LN-GRU eq. 26-28 have it.
 
-LN, RMSNorm and the identity run through the fused recurrences; DyT, ScaleNorm,
-LayerNorm-simple, recurrent BN and imported normalizers step by step
+LN, RMSNorm, ScaleNorm, LayerNorm-simple and the identity run through the fused
+recurrences; DyT, recurrent BN and imported normalizers step by step
 (:func:`recurrence_path` says which, and the run's ``config.json`` records it).
 """
 
