@@ -72,7 +72,9 @@ def get_config(arg=None):
   c = base_config()
   c.experiment = "attentive_reader"
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
-  c.norm = args["norm"]  # none | bn | bn_everywhere | ln | rms | prms
+  # none | bn | bn_everywhere | ln | rms | prms | dyt | scalenorm | ln_simple
+  # | module:attribute (your own normalizer, docs/extending.md).
+  c.norm = args["norm"]
   c.norm_options = norm_options()
   # Recurrent matrices [H, kH] as k orthogonal H x H gate blocks, as in the authors'
   # code; "orthogonal" takes one orthogonal matrix over the whole [H, kH].

@@ -30,7 +30,9 @@ def get_config(arg=None):
                                 "norm_axes": "conventional", "smoke": False})
   c = base_config()
   c.experiment = "bln_cifar"
-  c.norm = args["norm"]  # bln | bn | ln | rms | prms | none
+  # bln | bn | ln | rms | prms | dyt | scalenorm | ln_simple | none | module:attribute
+  # (your own normalizer, docs/extending.md).
+  c.norm = args["norm"]
   # Options of the chosen norm; for the conv maps the axes come from norm_axes.
   c.norm_options = norm_options()
   # Conv-map axes (experiments/bln_cifar/task.py): 'conventional' (BN per channel over

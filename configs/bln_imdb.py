@@ -54,7 +54,9 @@ def get_config(arg=None):
     raise ConfigError(f"padding={args['padding']!r}: use one of {', '.join(PADDING)}.")
   c = base_config()
   c.experiment = "bln_imdb"
-  c.norm = args["norm"]  # bln | bn | ln | rms | prms | none
+  # bln | bn | ln | rms | prms | dyt | scalenorm | ln_simple | none | module:attribute
+  # (your own normalizer, docs/extending.md).
+  c.norm = args["norm"]
   # Options of the chosen norm. Sequences [B, T, 128] use BN over (batch, time) per
   # feature, LN per example and step, BLN batch statistics per step (the authors'
   # per-position convention) and feature statistics per example and step.

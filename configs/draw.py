@@ -51,7 +51,9 @@ def get_config(arg=None):
   c = base_config()
   c.experiment = "draw"
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
-  # none | wn | ln_cell | ln | rms_cell | rms | prms_cell | prms: the LSTM variant
+  # none | wn | ln_cell | ln | rms_cell | rms | prms_cell | prms | dyt_cell | dyt |
+  # scalenorm_cell | scalenorm | ln_simple_cell | ln_simple | module:attribute
+  # (docs/extending.md): the LSTM variant
   # (lnorm.rnn).
   c.norm = args["norm"]
   c.norm_options = norm_options()  # ln.eps / ln.scale_init reach the LSTM's LNs.

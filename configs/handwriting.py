@@ -57,7 +57,8 @@ def get_config(arg=None):
   c = base_config()
   c.experiment = "handwriting"
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
-  # none | ln | rms | prms: the LSTM variant of all three layers (lnorm.rnn).
+  # none | ln | rms | prms | dyt | scalenorm | ln_simple | module:attribute
+  # (docs/extending.md): the LSTM variant of all three layers (lnorm.rnn).
   c.norm = args["norm"]
   c.norm_options = norm_options()  # ln.eps / ln.scale_init reach the LSTMs' LNs.
   # Recurrent matrices [H, kH] as k orthogonal H x H gate blocks, as in the authors'

@@ -63,7 +63,8 @@ def get_config(arg=None):
   c = base_config()
   c.experiment = "order_embeddings"
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
-  # The GRU: none | ln (LN-GRU, docs/experiments.md sec. 4) | rms | prms.
+  # The GRU: none | ln (LN-GRU, docs/experiments.md sec. 4) | rms | prms | dyt
+  # | scalenorm | ln_simple | module:attribute (your own, docs/extending.md).
   c.norm = args["norm"]
   c.norm_options = norm_options()  # The LN-GRU reads norm_options.ln (eps, scale_init).
   # Recurrent matrices [H, kH] as k orthogonal H x H gate blocks, as in the authors'

@@ -26,7 +26,9 @@ def get_config(arg=None):
   args = parse_arg_string(arg, {"norm": "ln", "batch_size": 128, "smoke": False})
   c = base_config()
   c.experiment = "perm_mnist"
-  c.norm = args["norm"]  # none | ln | rms | prms | bn | wn | bln
+  # none | ln | rms | prms | dyt | scalenorm | ln_simple | bn | wn | bln | module:attribute
+  # (your own normalizer, docs/extending.md).
+  c.norm = args["norm"]
   c.norm_options = norm_options()
   # The LN paper used the unbiased BN variance at batch size 4.
   c.norm_options.bn.unbiased = args["batch_size"] <= 4

@@ -47,7 +47,9 @@ def get_config(arg=None):
   c = base_config()
   c.experiment = "skip_thoughts"
   c.scale = args["scale"]  # paper | cpu: which setting the fields below start from.
-  c.norm = args["norm"]  # none | ln | rms | prms: all three GRUs.
+  # All three GRUs: none | ln | rms | prms | dyt | scalenorm | ln_simple
+  # | module:attribute (your own normalizer, docs/extending.md).
+  c.norm = args["norm"]
   c.norm_options = norm_options()  # ln: eps 1e-5 and gain 1 of the LN-GRU.
   # Recurrent matrices [H, kH] as k orthogonal H x H gate blocks, as in the authors'
   # code; "orthogonal" takes one orthogonal matrix over the whole [H, kH].

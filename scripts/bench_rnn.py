@@ -4,6 +4,7 @@
     python scripts/bench_rnn.py --repeats 20 --hidden 256
     python scripts/bench_rnn.py --torch-threads 1,2 --json perf/rnn.json
     python scripts/bench_rnn.py --rows gru gru_scan torch_gru   # only these rows
+    python scripts/bench_rnn.py --rows ln_lstm dyt_lstm scalenorm_lstm ln_simple_lstm
 
 The default size is the handwriting model's first layer (docs/experiments.md sec. 3),
 for the LSTM and the GRU rows alike. Each
@@ -72,14 +73,20 @@ class NaiveLNLSTMCell(nn.RNNCellBase):
     return 1
 
 
-#: Our layers: row name -> (cell factory, variant). Each row runs the fused
-#: recurrence as the experiments do; its ``_scan`` twin scans the cell step by step.
+#: Our layers: row name -> (cell factory, variant). Each row runs the layer as the
+#: experiments do (the fused recurrence, except for DyT, which has none and scans);
+#: its ``_scan`` twin scans the cell step by step.
 OUR_ROWS = {
     "lstm": (make_lstm_cell, "none"), "ln_lstm": (make_lstm_cell, "ln"),
     "rms_lstm": (make_lstm_cell, "rms"),
     "gru": (make_gru_cell, "none"), "ln_gru": (make_gru_cell, "ln"),
     "rms_gru": (make_gru_cell, "rms"),
+    **{f"{norm}_{kind}": (make, norm) for norm in ("dyt", "scalenorm", "ln_simple")
+       for kind, make in (("lstm", make_lstm_cell), ("gru", make_gru_cell))},
 }
+#: LN's successors, in the LSTM and in the GRU.
+SUCCESSOR_ROWS = {kind: tuple(f"{norm}_{kind}" for norm in ("dyt", "scalenorm", "ln_simple"))
+                  for kind in ("lstm", "gru")}
 
 
 def _our_layer(name: str, hidden: int, unroll: int, fused: bool):
@@ -94,13 +101,16 @@ def jax_models(hidden: int, unroll: int = 1, naive: bool = True) -> dict:
   ``lstm``, ``ln_lstm``, ``rms_lstm``, ``gru``, ``ln_gru`` and ``rms_gru`` are our
   layer as the experiments run it (the fused recurrences of lnorm.rnn.fused and
   lnorm.rnn.fused_gru); ``*_scan`` the same layer scanning the cell step by step
-  (``fused=False``), as every cell with recurrent BN runs. ``flax_optimized_lstm``
+  (``fused=False``), as every cell with recurrent BN runs. ``dyt_*``, ``scalenorm_*``
+  and ``ln_simple_*`` (LSTM and GRU) are LN's successors; DyT has no fused
+  recurrence, so its row and its twin both scan. ``flax_optimized_lstm``
   and ``flax_gru`` are flax's cells under ``nn.RNN`` (flax's GRU is the cuDNN
   variant, reset gate on U h + b, with biases on both halves). ``unroll`` is our
   layer's scan unroll; ``naive`` adds the naive flax LN-LSTM row.
   """
   models = {}
-  for family in (("lstm", "ln_lstm"), ("rms_lstm",), ("gru", "ln_gru", "rms_gru")):
+  for family in (("lstm", "ln_lstm"), ("rms_lstm",), ("gru", "ln_gru", "rms_gru"),
+                 SUCCESSOR_ROWS["lstm"], SUCCESSOR_ROWS["gru"]):
     for suffix, fused in (("", True), ("_scan", False)):
       for name in family:
         models[name + suffix] = _our_layer(name, hidden, unroll, fused)
@@ -223,7 +233,11 @@ RATIOS = (("ln_lstm", "naive_flax_ln_lstm"), ("ln_lstm", "torch_eager_ln_lstm"),
           ("rms_lstm", "ln_lstm"), ("rms_lstm", "rms_lstm_scan"),
           ("gru", "gru_scan"), ("ln_gru", "ln_gru_scan"), ("rms_gru", "rms_gru_scan"),
           ("ln_gru", "gru"), ("rms_gru", "gru"), ("rms_gru", "ln_gru"),
-          ("gru", "torch_gru"), ("gru", "flax_gru"), ("flax_gru", "torch_gru"))
+          ("gru", "torch_gru"), ("gru", "flax_gru"), ("flax_gru", "torch_gru"),
+          # LN's successors against LN, each as the experiments run it, and both
+          # scanned step by step.
+          *((row + suffix, f"ln_{kind}{suffix}") for kind in ("lstm", "gru")
+            for row in SUCCESSOR_ROWS[kind] for suffix in ("", "_scan")))
 
 
 def add_shape_arguments(parser: argparse.ArgumentParser) -> None:

@@ -165,6 +165,27 @@ def rms_ref(x, g=1.0, b=0.0, eps=1e-5, mask=None, axes=-1, p=1.0):
   return g * x / rms + b
 
 
+def scalenorm_ref(x, g, eps=1e-5, mask=None, axes=-1):
+  """ScaleNorm (Nguyen & Salazar 2019): ``g * x / ||x||`` per example, the L2 norm over
+  ``axes`` of the real entries, with lnorm's eps inside the root: ``sqrt(sum x^2 +
+  eps)``. A loop over examples, as rms_ref."""
+  x = np.asarray(x, np.float64)
+  axes = _axes(axes, x.ndim)
+  m = _mask(x, mask)
+  other = tuple(i for i in range(x.ndim) if i not in axes)
+  xs = np.transpose(x, other + axes).reshape(-1, math.prod(x.shape[a] for a in axes))
+  ms = np.transpose(m, other + axes).reshape(xs.shape)
+  norms = np.array([math.sqrt(sum(v * v for v, r in zip(row, real) if r > 0) + eps)
+                    for row, real in zip(xs, ms)])
+  norms = norms.reshape([x.shape[i] for i in other] + [1] * len(axes))
+  return g * x / np.transpose(norms, np.argsort(other + axes))
+
+
+def dyt_ref(x, alpha, gamma=1.0, beta=0.0):
+  """DyT (Zhu et al. 2025): ``gamma * tanh(alpha * x) + beta``, entry by entry."""
+  return gamma * np.tanh(alpha * np.asarray(x, np.float64)) + beta
+
+
 def bn_stats_ref(x, mask=None, ddof=0, axes=0):
   """BN's batch mean and variance over ``axes`` (kept), padded entries left out."""
   x = np.asarray(x, np.float64)
@@ -252,6 +273,12 @@ def norm_train_ref(name: str, x, p, *, mask=None, **axes):
   if name in ("rms", "prms"):
     return rms_ref(x, g, b, mask=mask, axes=axes.get("axes", -1),
                    p=0.0625 if name == "prms" else 1.0)
+  if name == "ln_simple":
+    return ln_ref(x, mask=mask, axes=axes.get("axes", -1))
+  if name == "scalenorm":
+    return scalenorm_ref(x, p["scale"], mask=mask, axes=axes.get("axes", -1))
+  if name == "dyt":
+    return dyt_ref(x, p["alpha"], g, b)
   if name == "bn":
     return bn_ref(x, g, b, mask=mask, axes=axes.get("axes"))
   if name == "bln":
@@ -280,19 +307,40 @@ def rms(xp, a, p, partial=1.0):
   return y + p["bias"][None] if "bias" in p else y
 
 
+def ln_simple(xp, a, p):
+  """LayerNorm-simple (Xu et al. 2019): LN over the last axis, no gain, no bias."""
+  del p
+  mu = xp.mean(a, axis=-1, keepdims=True)
+  return (a - mu) / xp.sqrt(xp.mean((a - mu) ** 2, axis=-1, keepdims=True) + EPS)
+
+
+def scalenorm(xp, a, p):
+  """ScaleNorm over the last axis: scalar gain p['scale'] times a / sqrt(sum a^2 + eps)."""
+  return p["scale"] * a / xp.sqrt(xp.sum(a ** 2, axis=-1, keepdims=True) + EPS)
+
+
+def dyt(xp, a, p):
+  """DyT: p['scale'] * tanh(p['alpha'] * a) + p['bias']."""
+  return xp.tanh(p["alpha"] * a) * p["scale"][None] + p["bias"][None]
+
+
+#: The per-example normalizers of the recurrent variants (each also as <name>_cell).
+CELL_NORMS = ("ln", "rms", "prms", "dyt", "scalenorm", "ln_simple")
+
+
 def cell_norm_ref(variant: str, place: str, prms_p: float = 0.0625):
   """A recurrent variant's normalizer at one place (``input_norm``, ``hidden_norm``,
   ``cell_norm``; any other name for the GRU's four) as ``norm(xp, a, p)``; None where
   the variant does not normalize. ``prms_p``: pRMSNorm's fraction."""
-  if variant in ("ln", "rms", "prms"):
+  if variant in CELL_NORMS:
     kind = variant
   elif variant.endswith("_cell") and place == "cell_norm":
     kind = variant[:-len("_cell")]
   else:
     return None
-  if kind == "ln":
-    return ln
-  return lambda xp, a, p: rms(xp, a, p, partial=prms_p if kind == "prms" else 1.0)
+  if kind in ("rms", "prms"):
+    return lambda xp, a, p: rms(xp, a, p, partial=prms_p if kind == "prms" else 1.0)
+  return {"ln": ln, "dyt": dyt, "scalenorm": scalenorm, "ln_simple": ln_simple}[kind]
 
 
 def bn_train(xp, a, p, m):
@@ -332,7 +380,8 @@ def lstm(xp, p, x, lengths, variant, *, train=True, stats=None, init=None, prms_
         return y
       return bn_eval(xp, a, p[name], stats[name], t)
     normalize = cell_norm_ref(variant, name, prms_p)
-    return a if normalize is None else normalize(xp, a, p[name])
+    # A normalizer without parameters (LayerNorm-simple) has no entry in p.
+    return a if normalize is None else normalize(xp, a, p.get(name, {}))
 
   for t in range(T):
     m = (t < np.asarray(lengths))[:, None].astype(np.float64)
@@ -356,7 +405,7 @@ def gru(xp, p, x, lengths, variant, *, init=None, prms_p=0.0625):
   wx, wh = kernel(xp, p["input_proj"]), kernel(xp, p["hidden_proj"])
   normalize = cell_norm_ref(variant, "all", prms_p)
   norm = ((lambda name, a: a) if normalize is None
-          else (lambda name, a: normalize(xp, a, p[name])))
+          else (lambda name, a: normalize(xp, a, p.get(name, {}))))
   outs = []
   for t in range(T):
     m = (t < np.asarray(lengths))[:, None].astype(np.float64)

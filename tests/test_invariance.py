@@ -1,5 +1,6 @@
-"""LN paper Table 1, measured on a random single layer for BN, WN and LN, and the
-RMSNorm paper's rows for RMSNorm and pRMSNorm."""
+"""LN paper Table 1, measured on a random single layer for BN, WN and LN, the RMSNorm
+paper's rows for RMSNorm and pRMSNorm, and the rows of DyT, ScaleNorm and
+LayerNorm-simple."""
 
 from __future__ import annotations
 
@@ -65,3 +66,31 @@ def test_run_reports_and_fails_on_a_mismatch(table, monkeypatch, capsys):
   assert invariance.mismatches(table) == [("ln", "dataset re-centering")]
   assert "MISMATCH" in invariance.format_table(table)
   assert cli.main(["invariance"]) == 1
+
+
+# What each successor's equation implies, written here so that the tool itself never
+# assumes it: LayerNorm-simple is LN with g = 1, b = 0, so it has LN's row; ScaleNorm
+# divides by ||a|| (RMSNorm's statistic times sqrt(H)), so it has RMSNorm's; DyT reads
+# no statistic, so a scale or a shift of its inputs always shows.
+SUCCESSOR_ROWS = {"ln_simple": "YYNYNY", "scalenorm": "YNNYNY", "dyt": "NNNNNN"}
+
+
+@pytest.fixture(scope="module")
+def table_seed_3():
+  return invariance.measure_invariance_table(seed=3)
+
+
+@pytest.mark.parametrize("norm", invariance.SUCCESSORS)
+def test_successor_rows_follow_from_their_equations(table, table_seed_3, norm):
+  for measured in (table, table_seed_3):
+    verdicts = [invariance.classify(measured[norm][t]) for t in invariance.TRANSFORMATIONS]
+    assert verdicts == [c == "Y" for c in SUCCESSOR_ROWS[norm]]
+
+
+def test_successors_are_printed_as_measured_not_judged(table):
+  out = invariance.format_table(table)
+  section = out.split("LN's successors, measured")[1]
+  assert "DYT" in section and "SCALENORM" in section and "LN_SIMPLE" in section
+  assert "ok" not in section and "MISMATCH" not in section
+  # A successor's row never counts as a mismatch with a paper.
+  assert all(norm not in invariance.SUCCESSORS for norm, _ in invariance.mismatches(table))

@@ -467,7 +467,13 @@ def test_unknown_norm_lists_valid_choices():
 #   bln:  placed after the activation, so the dense layers keep their bias, plus BLN
 #         gain+bias: (784000 + 1000 + 2000) + (1000000 + 1000 + 2000) + 10010
 #   rms, prms: as ln (a gain and the layer's bias b after the normalization)
+#   dyt:  as ln, plus its scalar alpha per hidden layer
+#   scalenorm: as none (the dense layers keep their bias), plus one scalar gain each
+#   ln_simple: as none (no gain, no bias; the dense bias it re-centres away stays)
 EXPECTED_MLP_PARAMS = {
+    "dyt": 784000 + 2001 + 1000000 + 2001 + 10010,
+    "scalenorm": 785000 + 1 + 1001000 + 1 + 10010,
+    "ln_simple": 785000 + 1001000 + 10010,
     "none": 785000 + 1001000 + 10010,
     "ln": 784000 + 2000 + 1000000 + 2000 + 10010,
     "rms": 784000 + 2000 + 1000000 + 2000 + 10010,

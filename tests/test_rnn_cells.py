@@ -139,6 +139,17 @@ PARAM_COUNTS = {
     ("lstm", "prms_cell"): LSTM_BASE + H,
     ("gru", "rms"): GRU_BASE + 18 + 12 + 6 + 12 + 6,       # b, b_x before the RMSNorms
     ("gru", "prms"): GRU_BASE + 18 + 12 + 6 + 12 + 6,
+    # DyT: a scalar alpha and, as LN, a gain and bias per unit; the GRU then drops b, b_x.
+    ("lstm", "dyt"): LSTM_BASE + (1 + 2 * 24) * 2 + 1 + 2 * H,
+    ("lstm", "dyt_cell"): LSTM_BASE + 1 + 2 * H,
+    ("gru", "dyt"): GRU_BASE + 2 * (1 + 2 * 12) + 2 * (1 + 2 * 6),
+    # ScaleNorm: one scalar gain per normalizer; LayerNorm-simple: nothing.
+    ("lstm", "scalenorm"): LSTM_BASE + 3,
+    ("lstm", "scalenorm_cell"): LSTM_BASE + 1,
+    ("gru", "scalenorm"): GRU_BASE + 18 + 4,
+    ("lstm", "ln_simple"): LSTM_BASE,
+    ("lstm", "ln_simple_cell"): LSTM_BASE,
+    ("gru", "ln_simple"): GRU_BASE + 18,
 }
 
 

@@ -23,7 +23,8 @@ from tests.test_rnn_cells import B, H, LENGTHS, T, inputs
 
 pytestmark = pytest.mark.usefixtures("precise_jax")
 
-FUSABLE = ("none", "ln", "ln_cell", "wn", "rms", "prms", "rms_cell", "prms_cell")
+FUSABLE = ("none", "ln", "ln_cell", "wn", "rms", "prms", "rms_cell", "prms_cell",
+           "scalenorm", "scalenorm_cell", "ln_simple", "ln_simple_cell")
 
 
 def _perturbed(params, seed):
@@ -108,6 +109,7 @@ def test_only_the_lstm_without_recurrent_bn_is_fused():
 
   assert all(fusable(make_lstm_cell(v)) for v in FUSABLE)
   assert not fusable(make_lstm_cell("bn"))
+  assert not fusable(make_lstm_cell("dyt")) and not fusable(make_lstm_cell("dyt_cell"))
   # The GRU has its own fused recurrence (tests/test_rnn_fused_gru.py).
   assert fusable(make_gru_cell("ln"))
 

@@ -22,7 +22,7 @@ from tests.test_rnn_fused import _perturbed, run_on_four_devices
 
 pytestmark = pytest.mark.usefixtures("precise_jax")
 
-FUSABLE = ("none", "ln", "rms", "prms", "wn")
+FUSABLE = ("none", "ln", "rms", "prms", "wn", "scalenorm", "ln_simple")
 
 
 def _cell(variant):

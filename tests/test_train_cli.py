@@ -114,7 +114,8 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path, sig):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--config", "configs/perm_mnist.py:norm=layernorm"], "Valid choices: none, ln, rms, prms, bn, wn, bln"),
+    (["--config", "configs/perm_mnist.py:norm=layernorm"], "Valid choices: none, ln, rms, prms, dyt, scalenorm, ln_simple, bn, wn, bln, or "
+     "your own as module:attribute"),
     (["--config", SMOKE, "--config.experiment=mnist_cnn"], "Unknown experiment 'mnist_cnn'"),
     (["--config", SMOKE, "--config.optimizer.name=adamax"], "Unknown optimizer 'adamax'"),
     (["--config", SMOKE, "--config.num_epoch=3"], "did you mean 'num_epochs'"),

@@ -36,11 +36,10 @@ from experiments.attentive_reader.model import (
     passage_entities, restrict)
 from lnorm.data.cloze import ENTITY_OFFSET
 from lnorm.errors import ConfigError
-from lnorm.normalization import BatchNorm, Identity
+from lnorm.normalization import PER_EXAMPLE_NORMS, BatchNorm, Identity
 from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.task import Task as BaseTask
 
-#: ``norm`` -> (LSTM variant of lnorm.rnn, whether the feed-forward layers get BN).
 #: Configs already warned about in this process (a sweep checks a config several times).
 _WARNED: set[str] = set()
 
@@ -66,9 +65,12 @@ def _warn_if_it_cannot_learn(config) -> None:
       "al.'s gain), or --config.optimizer.clip_global_norm_rule=standard.")
 
 
+#: ``norm`` -> (LSTM variant of lnorm.rnn, whether the feed-forward layers get BN).
+#: The per-example normalizers go in the LSTMs only, as LN does in the paper; so does
+#: a user's, named by import path.
 VARIANTS = {"none": ("none", False), "bn": ("bn", False),
-            "bn_everywhere": ("bn", True), "ln": ("ln", False), "rms": ("rms", False),
-            "prms": ("prms", False)}
+            "bn_everywhere": ("bn", True),
+            **{name: (name, False) for name in PER_EXAMPLE_NORMS}}
 
 
 class Task(BaseTask):
@@ -100,7 +102,7 @@ class Task(BaseTask):
 
   def model_for(self, vocab_size: int, num_entities: int, entity_offset: int):
     c = self.config
-    cell_variant, ff_bn = VARIANTS[c.norm]
+    cell_variant, ff_bn = VARIANTS.get(c.norm, (c.norm, False))
     bn = c.norm_options.bn
     # The LSTM kernels start as model.init says (initialisation.from_config).
     options = {**cell_options(c), "kernel_init": self.inits.lstm_input,

@@ -23,25 +23,22 @@ import numpy as np
 
 from lnorm.errors import ConfigError
 from lnorm.models import LeNet, lenet
-from lnorm.normalization import make_norm
+from lnorm.normalization import PER_EXAMPLE_NORMS, make_norm
 from lnorm.training.task import Task as BaseTask
 from lnorm.training.task import classification_metrics
 
-#: norm_axes -> norm -> options for the norms of the conv feature maps (NHWC).
+#: norm_axes -> norm -> options for the norms of the conv feature maps (NHWC). Every
+#: per-example normalizer (LN's successors, a user's) takes LN's axes.
 CONV_AXES = {
     "conventional": {
         "bn": {"axes": (0, 1, 2)},
         "ln": {"axes": (1, 2, 3)},
-        "rms": {"axes": (1, 2, 3)},
-        "prms": {"axes": (1, 2, 3)},
         "bln": {"batch_axes": (0, 1, 2), "feature_axes": (1, 2, 3)},
         "none": {},
     },
     "authors": {
         "bn": {"axes": (0, 1, 2)},
         "ln": {"axes": (1, 2, 3)},
-        "rms": {"axes": (1, 2, 3)},
-        "prms": {"axes": (1, 2, 3)},
         "bln": {"batch_axes": (0,), "feature_axes": (3,)},
         "none": {},
     },
@@ -51,12 +48,13 @@ CONV_AXES = {
 def conv_axes(norm_axes: str, norm: str) -> dict:
   if norm_axes not in CONV_AXES:
     raise ConfigError(f"norm_axes={norm_axes!r}: use one of {', '.join(CONV_AXES)}.")
-  return CONV_AXES[norm_axes][norm]
+  axes = CONV_AXES[norm_axes]
+  return axes.get(norm, axes["ln"])
 
 
 class Task(BaseTask):
 
-  norms = ("bln", "bn", "ln", "rms", "prms", "none")
+  norms = ("bln", "bn") + PER_EXAMPLE_NORMS + ("none",)
 
   def load_data(self):
     dataset = super().load_data()

@@ -17,7 +17,7 @@ import optax
 from experiments.bln_imdb import model as model_lib
 from experiments.bln_imdb.model import DROPOUT_MASKS, SentimentRNN
 from lnorm.errors import ConfigError
-from lnorm.normalization import make_norm
+from lnorm.normalization import PER_EXAMPLE_NORMS, make_norm
 from lnorm.training.task import Task as BaseTask
 
 #: The model of runs written before these fields existed (their config.json lacks
@@ -33,7 +33,7 @@ def _model_field(config, name):
 
 class Task(BaseTask):
 
-  norms = ("bln", "bn", "ln", "rms", "prms", "none")
+  norms = ("bln", "bn") + PER_EXAMPLE_NORMS + ("none",)
   rng_streams = ("dropout",)
 
   def __init__(self, config):

@@ -19,6 +19,7 @@ import optax
 from experiments.draw import model as model_lib
 from experiments.draw import pictures
 from experiments.draw.model import Draw
+from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.task import Task as BaseTask
 
@@ -28,7 +29,9 @@ STRIP_EXAMPLE = 0
 
 
 class Task(BaseTask):
-  norms = ("none", "wn", "ln_cell", "ln", "rms_cell", "rms", "prms_cell", "prms")
+  # Each per-example normalizer on the whole LSTM or, as <name>_cell, on c only.
+  norms = ("none", "wn") + tuple(
+      v for name in PER_EXAMPLE_NORMS for v in (f"{name}_cell", name))
   rng_streams = ("sample",)
 
   def build_model(self, dataset):

@@ -1,13 +1,17 @@
 """LN paper Table 1, measured: which transformations leave a normalized layer's output
 unchanged under BN, WN and LN, and under RMSNorm and pRMSNorm (the rows the RMSNorm
-paper, Zhang & Sennrich 2019, adds to the same table).
+paper, Zhang & Sennrich 2019, adds to the same table). LN's later successors, DyT,
+ScaleNorm and LayerNorm-simple, get their rows measured too; no paper publishes
+them, so they are reported as measured, never checked against an expectation.
 
 Following sec. 5.1, a layer computes summed inputs ``a = W x`` (W is H x D, row i is
 unit i's incoming weights w_i) and ``h = f(g / sigma * (a - mu) + b)``, with mu and
 sigma from the batch (BN, training mode), from the layer (LN), mu = 0 and sigma the
 layer's root mean square (RMSNorm; pRMSNorm's from the first 6.25% of the units, at
-least one), or mu = 0 and sigma = ||w_i|| (WN, whose weights are ``v`` in
-``w = g v / ||v||``, with g held fixed). f is the identity here: a function applied after the normalization cannot
+least one; ScaleNorm's ||a|| with one scalar gain; LayerNorm-simple's as LN's with
+g = 1, b = 0), or mu = 0 and sigma = ||w_i|| (WN, whose weights are ``v`` in
+``w = g v / ||v||``, with g held fixed). DyT has no mu or sigma: ``h = f(g *
+tanh(alpha a) + b)``, alpha at its initial 0.5. f is the identity here: a function applied after the normalization cannot
 restore an invariance the normalized inputs lack, nor break one they have. The
 transformations, on a batch X of N examples:
 
@@ -46,6 +50,8 @@ from lnorm.normalization import NORMS as NORM_REGISTRY
 from lnorm.normalization import BatchNorm, WeightNormDense
 
 NORMS = ("bn", "wn", "ln", "rms", "prms")
+#: Normalizers measured without a published row to compare with.
+SUCCESSORS = ("dyt", "scalenorm", "ln_simple")
 TRANSFORMATIONS = (
     "weight matrix re-scaling",
     "weight matrix re-centering",
@@ -86,12 +92,17 @@ def _layer(norm: str, gain: np.ndarray, bias: np.ndarray) -> Callable:
       # The kernel is v^T; g is fixed, so only the direction of each v_i matters.
       return module.apply({"params": {"kernel": w.T, "scale": g, "bias": b}}, x)
   else:
-    # BN with its default options; LN, RMSNorm and pRMSNorm as the registry builds them.
+    # BN with its default options; the others as the registry builds them, their
+    # per-unit gain and bias (where they have them) set to the layer's g and b, any
+    # other parameter (DyT's alpha, ScaleNorm's scalar gain) at its initial value.
     module = BatchNorm() if norm == "bn" else NORM_REGISTRY[norm]({}).layer()
+    initial = module.init(jax.random.key(0), jnp.zeros((_N, _H)), train=True)
+    params = {name: {"scale": g, "bias": b}.get(name, value) if jnp.shape(value) == (_H,)
+              else value for name, value in initial.get("params", {}).items()}
 
     def apply(w, x):
       # BN in training mode: the statistics of the batch at hand, as in Table 1.
-      y = module.apply({"params": {"scale": g, "bias": b},
+      y = module.apply({"params": params,
                         "batch_stats": {"mean": jnp.zeros(_H), "var": jnp.ones(_H)}},
                        x @ w.T, train=True, mutable=["batch_stats"])[0]
       return y
@@ -127,7 +138,7 @@ def measure_invariance_table(seed: int = 0) -> dict[str, dict[str, float]]:
   bias = (0.2 * rng.normal(size=(_H,))).astype(np.float32)
   transforms = _transformations(rng)
   table = {}
-  for norm in NORMS:
+  for norm in NORMS + SUCCESSORS:
     layer = _layer(norm, gain, bias)
     before = np.asarray(layer(jnp.asarray(w), jnp.asarray(x)))
     scale = float(np.max(np.abs(before)))
@@ -171,6 +182,15 @@ def format_table(table: dict[str, dict[str, float]]) -> str:
                f"changes > {CHANGED_TOL:g}. "
                + ("Matches LN paper Table 1 and the RMSNorm paper's rows." if not bad else
                   f"{len(bad)} cell(s) differ from the papers' Table 1: {bad}"))
+  successors = [n for n in SUCCESSORS if n in table]
+  if successors:
+    lines.append("")
+    lines.append("LN's successors, measured (no published row to compare with):")
+    lines.append(f"{'transformation':28s}" + "".join(f"{n.upper():>21s}" for n in successors))
+    for name in TRANSFORMATIONS:
+      lines.append(f"{name:28s}" + "".join(
+          f"{table[n][name]:11.1e} {word[classify(table[n][name])]:>9s}"
+          for n in successors))
   return "\n".join(lines)
 
 

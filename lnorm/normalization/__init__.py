@@ -1,17 +1,21 @@
-"""Normalizers selected by name: ``none``, ``ln``, ``rms``, ``prms``, ``bn``, ``wn``,
-``bln``.
+"""Normalizers selected by name: ``none``, ``ln``, ``rms``, ``prms``, ``dyt``,
+``scalenorm``, ``ln_simple``, ``bn``, ``wn``, ``bln``, or by import path.
 
 A model asks ``make_norm(name, options)`` for a :class:`Norm` and builds its layers
 from it; it never tests the name. A ``Norm`` says how to build a linear layer (plain
 or weight-normalized) and which activation normalizer to apply (identity for
 ``none`` and ``wn``), plus two placement defaults taken from the papers.
+
+A name of the form ``module:attribute`` (``my_norms:my_norm``) is a normalizer the
+user wrote in their own file (:mod:`lnorm.normalization.user`); every experiment that
+accepts ``ln`` accepts it, in LN's places (:func:`check_norm_choice`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import flax.linen as nn
 
@@ -20,8 +24,10 @@ from lnorm.normalization import functional
 from lnorm.normalization.functional import (
     BLN_STATISTICS, bln_inference_configurations, parse_bln_inference)
 from lnorm.normalization.modules import (
-    BatchLayerNorm, BatchNorm, Dense, Identity, LayerNorm, RMSNorm, WeightNormDense,
-    finalize_epoch_statistics)
+    BatchLayerNorm, BatchNorm, Dense, DynamicTanh, Identity, LayerNorm, RMSNorm, ScaleNorm,
+    WeightNormDense, finalize_epoch_statistics)
+from lnorm.normalization.user import (
+    ImportedNorm, UserNormError, UserNormalizer, is_import_path, load_user_norm)
 
 ModuleFactory = Callable[..., nn.Module]
 
@@ -75,6 +81,35 @@ def _prms(o: Mapping[str, Any]) -> Norm:
   return _rms(o, "prms", partial=o.get("p", 0.0625))
 
 
+def _dyt(o: Mapping[str, Any]) -> Norm:
+  """DyT: ``gamma * tanh(alpha * x) + beta``; its beta is the layer's bias, as LN's."""
+  layer = functools.partial(DynamicTanh, axes=_axes_option(o, "axes", -1),
+                            alpha_init=o.get("alpha_init", 0.5))
+  return Norm("dyt", nn.Dense, layer, has_bias=True)
+
+
+def _scalenorm(o: Mapping[str, Any]) -> Norm:
+  """ScaleNorm: one scalar gain, no bias, so the linear map keeps its own."""
+  layer = functools.partial(ScaleNorm, axes=_axes_option(o, "axes", -1),
+                            eps=o.get("eps", 1e-5), scale_init=o.get("scale_init"))
+  return Norm("scalenorm", nn.Dense, layer)
+
+
+def _ln_simple(o: Mapping[str, Any]) -> Norm:
+  """LayerNorm-simple (Xu et al. 2019): LN without its gain and bias."""
+  layer = functools.partial(LayerNorm, axes=_axes_option(o, "axes", -1),
+                            eps=o.get("eps", 1e-5), use_scale=False, use_bias=False)
+  return Norm("ln_simple", nn.Dense, layer)
+
+
+def _imported(name: str, o: Mapping[str, Any]) -> Norm:
+  """A user's normalizer where LN goes: after the linear map, which keeps its bias
+  (lnorm cannot know whether the normalizer adds one), hidden layers only."""
+  layer = functools.partial(ImportedNorm, normalizer=load_user_norm(name),
+                            axes=_axes_option(o, "axes", -1))
+  return Norm(name, nn.Dense, layer)
+
+
 def _bn(o: Mapping[str, Any]) -> Norm:
   layer = functools.partial(
       # ``axes``: the reduced axes; None = all but the last (per channel for NHWC maps).
@@ -101,13 +136,15 @@ def _bln(o: Mapping[str, Any]) -> Norm:
 
 
 NORMS: dict[str, Callable[[Mapping[str, Any]], Norm]] = {
-    "none": _none, "ln": _ln, "rms": _rms, "prms": _prms, "bn": _bn, "wn": _wn, "bln": _bln,
+    "none": _none, "ln": _ln, "rms": _rms, "prms": _prms, "dyt": _dyt,
+    "scalenorm": _scalenorm, "ln_simple": _ln_simple, "bn": _bn, "wn": _wn, "bln": _bln,
 }
 
-#: The normalizers whose statistics are per example, LN and its successors: each works
-#: wherever LN does (a batch of one, recurrent steps, padded sequences), and every
-#: experiment that accepts ``ln`` accepts them all.
-PER_EXAMPLE_NORMS = ("ln", "rms", "prms")
+#: The normalizers that work per example, LN and its successors (DyT has no statistics
+#: at all): each works wherever LN does (a batch of one, recurrent steps, padded
+#: sequences), and every experiment that accepts ``ln`` accepts them all, as it
+#: accepts a normalizer named by import path.
+PER_EXAMPLE_NORMS = ("ln", "rms", "prms", "dyt", "scalenorm", "ln_simple")
 
 
 class UnknownNormError(ConfigError, ValueError):
@@ -115,16 +152,35 @@ class UnknownNormError(ConfigError, ValueError):
 
 
 def make_norm(name: str, options: Mapping[str, Any] | None = None) -> Norm:
-  """The :class:`Norm` called ``name``, configured by ``options`` (its config block)."""
+  """The :class:`Norm` called ``name`` (or imported from ``module:attribute``),
+  configured by ``options`` (its config block)."""
+  if is_import_path(name):
+    return _imported(name, dict(options or {}))
   if name not in NORMS:
     raise UnknownNormError(
-        f"Unknown normalizer {name!r}. Valid choices: {', '.join(NORMS)}. "
-        "To add one, register a builder in lnorm.normalization.NORMS.")
+        f"Unknown normalizer {name!r}. Valid choices: {', '.join(NORMS)}, or your own "
+        "as module:attribute (docs/extending.md).")
   return NORMS[name](dict(options or {}))
 
 
+def check_norm_choice(name: str, choices: Sequence[str], experiment: str) -> None:
+  """Refuses a ``norm`` the experiment does not take. A normalizer named by import
+  path goes where LN goes, so an experiment that accepts ``ln`` accepts it; it is
+  imported here, so that a bad path fails before any data is loaded."""
+  if is_import_path(name) and "ln" in choices:
+    load_user_norm(name)
+    return
+  if name not in choices:
+    extra = (", or your own as module:attribute (docs/extending.md)"
+             if "ln" in choices else "")
+    raise ConfigError(f"Normalizer {name!r} is not available for experiment "
+                      f"{experiment!r}. Valid choices: {', '.join(choices)}{extra}.")
+
+
 __all__ = [
-    "BLN_STATISTICS", "BatchLayerNorm", "BatchNorm", "Dense", "Identity", "LayerNorm", "NORMS",
-    "Norm", "PER_EXAMPLE_NORMS", "RMSNorm", "UnknownNormError", "WeightNormDense", "bln_inference_configurations",
-    "finalize_epoch_statistics", "functional", "make_norm", "parse_bln_inference",
+    "BLN_STATISTICS", "BatchLayerNorm", "BatchNorm", "Dense", "DynamicTanh", "Identity",
+    "ImportedNorm", "LayerNorm", "NORMS", "Norm", "PER_EXAMPLE_NORMS", "RMSNorm", "ScaleNorm",
+    "UnknownNormError", "UserNormError", "UserNormalizer", "WeightNormDense",
+    "bln_inference_configurations", "check_norm_choice", "finalize_epoch_statistics",
+    "functional", "is_import_path", "load_user_norm", "make_norm", "parse_bln_inference",
 ]

@@ -7,7 +7,8 @@ entry is real) keeps padded entries out of the statistics.
 
 Equation numbers refer to the LN paper (Ba et al. 2016), the BLN paper (Ziaee & Cano)
 and the RMSNorm paper (Zhang & Sennrich 2019); see ``docs/experiments.md`` sec. 0
-and 10.
+and 10. ScaleNorm (Nguyen & Salazar 2019) and DyT (Zhu et al. 2025) are written as
+their papers define them.
 """
 
 from __future__ import annotations
@@ -425,6 +426,44 @@ def _rms_norm_autodiff(x, scale, bias, *, axes, eps, mask, size):
   """The general RMSNorm, differentiated by JAX; the reference for the fused path."""
   rstd = jax.lax.rsqrt(mean_square(x, axes, mask, size) + eps)
   return scale_and_shift(x.astype(jnp.float32) * rstd, scale, bias, x.dtype)
+
+
+# --- LN's successors: ScaleNorm, DyT ------------------------------------------------
+
+
+def scale_norm(
+    x: jax.Array,
+    scale: jax.Array,
+    *,
+    axes: Axes = -1,
+    eps: float = 1e-5,
+    mask: jax.Array | None = None,
+) -> jax.Array:
+  """ScaleNorm (Nguyen & Salazar 2019, "Transformers without Tears"):
+  ``g * x / ||x||`` per example over ``axes``, with one scalar gain ``g``.
+
+  ``eps`` goes inside the square root, ``||x|| = sqrt(sum(x^2) + eps)``, as LN's and
+  RMSNorm's do; the authors' code clamps the norm at 1e-5 instead. Both only touch a
+  row whose norm is near zero, where this one keeps the gradient smooth. ``mask``
+  leaves padded entries out of the norm.
+  """
+  axes = _normalize_axes(axes, x.ndim)
+  x32 = x.astype(jnp.float32)
+  square = jnp.square(x32)
+  if mask is not None:
+    # where, not a product: padding may hold inf or NaN (see moments).
+    square = jnp.where(jnp.broadcast_to(mask, x.shape).astype(bool), square, 0.0)
+  inv_norm = jax.lax.rsqrt(jnp.sum(square, axis=axes, keepdims=True) + eps)
+  return (jnp.asarray(scale, jnp.float32) * x32 * inv_norm).astype(x.dtype)
+
+
+def dynamic_tanh(x: jax.Array, alpha: jax.Array, scale: jax.Array | None,
+                 bias: jax.Array | None) -> jax.Array:
+  """DyT (Zhu et al. 2025, "Transformers without Normalization"):
+  ``scale * tanh(alpha * x) + bias``, with ``alpha`` one learnable scalar. No
+  statistics: each entry is squashed on its own, so a mask changes nothing."""
+  y = jnp.tanh(jnp.asarray(alpha, jnp.float32) * x.astype(jnp.float32))
+  return scale_and_shift(y, scale, bias, x.dtype)
 
 
 def batch_norm(

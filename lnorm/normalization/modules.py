@@ -7,6 +7,7 @@ in the ``batch_stats`` collection.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import flax.linen as nn
@@ -94,6 +95,47 @@ class RMSNorm(_ScaleBias):
     scale, bias = self.scale_bias(x, axes)
     return F.rms_norm(x, scale, bias, axes=axes, eps=self.eps, mask=mask,
                       partial=self.partial)
+
+
+class ScaleNorm(nn.Module):
+  """ScaleNorm (Nguyen & Salazar 2019): ``g * x / sqrt(sum(x^2) + eps)`` per example
+  over ``axes``, one learnable scalar ``g``, initialised to ``sqrt(d)`` for d
+  normalized entries (the paper's choice, which makes it RMSNorm at init up to eps)
+  unless ``scale_init`` is given. No bias. Same computation at train and test."""
+
+  axes: int | Sequence[int] = -1
+  eps: float = 1e-5
+  scale_init: float | None = None
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, mask=None):
+    del train
+    axes = _axes(self.axes, x.ndim)
+    g = self.param("scale", nn.initializers.constant(
+        scale_norm_init(self.scale_init, math.prod(x.shape[a] for a in axes))), (),
+                   jnp.float32)
+    return F.scale_norm(x, g, axes=axes, eps=self.eps, mask=mask)
+
+
+def scale_norm_init(scale_init: float | None, d: int) -> float:
+  """ScaleNorm's initial gain: ``scale_init``, or ``sqrt(d)`` for d normalized entries."""
+  return math.sqrt(d) if scale_init is None else scale_init
+
+
+class DynamicTanh(_ScaleBias):
+  """DyT (Zhu et al. 2025): ``gamma * tanh(alpha * x) + beta``, ``alpha`` one learnable
+  scalar (the paper's default init 0.5), ``gamma`` and ``beta`` over ``axes`` (ones and
+  zeros). No statistics, so no mask; the same at train and test."""
+
+  axes: int | Sequence[int] = -1
+  alpha_init: float = 0.5
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, mask=None):
+    del train, mask
+    alpha = self.param("alpha", nn.initializers.constant(self.alpha_init), (), jnp.float32)
+    scale, bias = self.scale_bias(x, _axes(self.axes, x.ndim))
+    return F.dynamic_tanh(x, alpha, scale, bias)
 
 
 class BatchNorm(_ScaleBias):

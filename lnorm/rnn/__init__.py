@@ -4,15 +4,22 @@
     rnn = RecurrentLayer(make_lstm_cell("ln", forget_bias=1.0), hidden_size=400)
     out = rnn.apply(variables, x, lengths, train=True)   # out.outputs, out.final_hidden
 
-Variant names: LSTM ``none``, ``ln``, ``ln_cell``, ``bn``, ``wn``, ``rms``, ``prms``,
-``rms_cell``, ``prms_cell``; GRU ``none``, ``ln``, ``wn``, ``rms``, ``prms``. Recurrent BN keeps its per-step population statistics in the
+Variant names: LSTM ``none``, ``bn``, ``wn``, and each per-example normalizer
+(``ln``, ``rms``, ``prms``, ``dyt``, ``scalenorm``, ``ln_simple``) in LN's places or,
+as ``<name>_cell`` (``ln_cell``, ...), on c only; GRU ``none``, ``wn`` and each
+per-example normalizer. A normalizer from the user's file, named
+``module:attribute``, goes in LN's places in either cell and runs step by step
+(``recurrence_path``). Recurrent BN keeps its per-step population statistics in the
 ``batch_stats`` collection (pass ``mutable=['batch_stats']`` in training). Keras's
 per-sequence dropout of x and h works with every variant:
 ``make_lstm_cell('ln', dropout=0.2, recurrent_dropout=0.2)`` (needs a 'dropout' rng).
 """
 
-from lnorm.rnn.cells import CellNorms, DropoutMasks, GRUCell, LSTMCell
-from lnorm.rnn.norms import StepBatchNorm, StepIdentity, StepLayerNorm, StepRMSNorm
+from lnorm.rnn.cells import CellNorms, DropoutMasks, GRUCell, LSTMCell, recurrence_path
+from lnorm.rnn.norms import (
+    StepBatchNorm, StepDynamicTanh, StepIdentity, StepLayerNorm, StepLayerNormSimple,
+    StepRMSNorm, StepScaleNorm)
+from lnorm.rnn.record import normalizer_record
 from lnorm.rnn.sequence import (
     RNNOutput, RecurrentLayer, flip_sequences, masked_mean, sequence_mask)
 from lnorm.rnn.variants import (
@@ -22,6 +29,7 @@ from lnorm.rnn.variants import (
 __all__ = [
     "CellNorms", "DEFAULT_OPTIONS", "DropoutMasks", "GRUCell", "GRU_VARIANTS",
     "LSTMCell", "LSTM_VARIANTS", "RNNOutput", "RecurrentLayer", "StepBatchNorm",
-    "StepIdentity", "StepLayerNorm", "StepRMSNorm", "cell_options", "flip_sequences", "make_gru_cell",
-    "make_lstm_cell", "masked_mean", "sequence_mask",
+    "StepDynamicTanh", "StepIdentity", "StepLayerNorm", "StepLayerNormSimple", "StepRMSNorm",
+    "StepScaleNorm", "cell_options", "flip_sequences", "make_gru_cell", "make_lstm_cell",
+    "masked_mean", "normalizer_record", "recurrence_path", "sequence_mask",
 ]

@@ -53,8 +53,8 @@ class CellNorms:
   ``input_norm``, ``hidden_norm`` and ``cell_norm`` (called with ``name=...``) build
   modules with the signature ``norm(x, *, train, step, mask=None)`` applied to W_x x,
   W_h h and (LSTM only) c before its tanh. For the fused recurrences the linear map
-  also gives ``kernel_matrix()`` and each normalizer ``fusable`` and ``row_norm()``
-  (:mod:`lnorm.rnn.norms`).
+  also gives ``kernel_matrix()`` and each normalizer ``fusable`` and
+  ``row_norm(features)`` (:mod:`lnorm.rnn.norms`).
   """
 
   name: str
@@ -195,11 +195,14 @@ class LSTMCell(nn.RNNCellBase):
     h = nn.sigmoid(o) * jnp.tanh(self.cell_norm(c, train=train, step=step, mask=mask))
     return (c, h), h
 
+  #: The CellNorms fields whose normalizers the fused recurrence must run itself.
+  fused_norms = ("input_norm", "hidden_norm", "cell_norm")
+
   @property
   def fusable(self) -> bool:
-    """Whether ``fused_scan`` can run this cell: true unless a normalizer keeps
-    per-step state (recurrent BN)."""
-    return all(n.fusable for n in (self.input_norm, self.hidden_norm, self.cell_norm))
+    """Whether ``fused_scan`` can run this cell: true when every normalizer is one the
+    fused recurrence knows (LN, RMSNorm, ScaleNorm, LayerNorm-simple, the identity)."""
+    return _fusable(type(self), self.norms)
 
   def fused_scan(self, carry, x, *, train: bool = False, mask=None,
                  dropout: DropoutMasks = DropoutMasks(None, None), unroll: int = 1):
@@ -211,11 +214,13 @@ class LSTMCell(nn.RNNCellBase):
     ``dropout`` holds the sequence's masks. Returns ``(final carry, hs [T, B, H])``.
     The parameters must exist (after init).
     """
+    _refuse_unfusable(self)
     gates_x = self._input_projection(x, train=train, dropout_mask=dropout.inputs)
     _check_mask_given(dropout.state, self.recurrent_dropout, train, "its state")
+    h = self.hidden_size
     params = LSTMRecurrenceParams(
-        self.hidden_proj.kernel_matrix(), self.bias, self.input_norm.row_norm(),
-        self.hidden_norm.row_norm(), self.cell_norm.row_norm())
+        self.hidden_proj.kernel_matrix(), self.bias, self.input_norm.row_norm(4 * h),
+        self.hidden_norm.row_norm(4 * h), self.cell_norm.row_norm(h))
     return lstm_recurrence(params, gates_x, carry, step_mask=mask,
                            recurrent_mask=dropout.state, unroll=unroll)
 
@@ -302,22 +307,28 @@ class GRUCell(nn.RNNCellBase):
     h = (1.0 - z) * h + z * candidate
     return h, h
 
+  #: The CellNorms fields whose normalizers the fused recurrence must run itself (the
+  #: input normalizers run in ``project``, outside it).
+  fused_norms = ("hidden_norm",)
+
   @property
   def fusable(self) -> bool:
-    """Whether ``fused_scan`` can run this cell: true unless a recurrent normalizer
-    keeps per-step state (the input normalizers run in ``project``, outside it)."""
-    return all(n.fusable for n in (self.hidden_gate_norm, self.hidden_candidate_norm))
+    """Whether ``fused_scan`` can run this cell: true when its recurrent normalizers
+    are ones the fused recurrence knows (as ``LSTMCell.fusable``)."""
+    return _fusable(type(self), self.norms)
 
   def fused_scan(self, carry, x, *, train: bool = False, mask=None,
                  dropout: DropoutMasks = DropoutMasks(None, None), unroll: int = 1):
     """``project`` and every step at once, through
     :func:`lnorm.rnn.fused_gru.gru_recurrence`: the values and gradients of scanning
     ``__call__``, computed faster. Arguments and result as ``LSTMCell.fused_scan``."""
+    _refuse_unfusable(self)
     projected = self.project(x, train=train, mask=mask, dropout_mask=dropout.inputs)
     _check_mask_given(dropout.state, self.recurrent_dropout, train, "its state")
+    h = self.hidden_size
     params = GRURecurrenceParams(self.hidden_proj.kernel_matrix(),
-                                 self.hidden_gate_norm.row_norm(),
-                                 self.hidden_candidate_norm.row_norm())
+                                 self.hidden_gate_norm.row_norm(2 * h),
+                                 self.hidden_candidate_norm.row_norm(h))
     return gru_recurrence(params, projected, carry, step_mask=mask,
                           recurrent_mask=dropout.state, unroll=unroll)
 
@@ -336,6 +347,39 @@ class GRUCell(nn.RNNCellBase):
 
 
 CellFactory = Callable[..., Any]
+
+
+def _module_class(factory):
+  """The class a module factory (a class or a ``functools.partial`` of one) builds."""
+  while isinstance(factory, functools.partial):
+    factory = factory.func
+  return factory
+
+
+def _fusable(cell_cls, norms: CellNorms) -> bool:
+  # A class attribute, so that the answer is known before any module is built; a
+  # normalizer that does not declare it (DyT, a user's) is not fusable.
+  return all(getattr(_module_class(getattr(norms, field)), "fusable", False)
+             for field in cell_cls.fused_norms)
+
+
+def _refuse_unfusable(cell) -> None:
+  if not cell.fusable:
+    names = ", ".join(sorted({_module_class(getattr(cell.norms, f)).__name__
+                              for f in type(cell).fused_norms}))
+    raise ValueError(
+        f"{type(cell).__name__}.fused_scan runs LN, RMSNorm and their special cases "
+        f"ScaleNorm and LayerNorm-simple, or no normalizer, not "
+        f"variant {cell.norms.name!r} ({names}): run the cell step by step "
+        "(RecurrentLayer does so by itself for such a cell).")
+
+
+def recurrence_path(cell_factory: CellFactory) -> str:
+  """'fused' or 'step-by-step': how :class:`lnorm.rnn.RecurrentLayer` (with its
+  default ``fused=True``) runs the cells ``cell_factory`` builds."""
+  cell_cls = _module_class(cell_factory)
+  norms = cell_factory.keywords["norms"]
+  return "fused" if _fusable(cell_cls, norms) else "step-by-step"
 
 
 def bind_norms(cell_cls, norms: CellNorms, **options) -> CellFactory:

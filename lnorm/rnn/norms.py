@@ -4,20 +4,24 @@ A recurrent cell normalizes three things: the input projection W_x x (all time s
 at once, outside the recurrence, ``x`` time-major ``[T, B, F]`` with ``step`` of
 shape ``[T]``), the recurrent projection W_h h and the cell state c (one step inside
 the recurrence, ``x`` of shape ``[B, F]`` with a scalar ``step``). Only recurrent BN
-looks at ``step``; LN, RMSNorm and the identity ignore it. The arithmetic is the pure
-functions of :mod:`lnorm.normalization.functional`.
+looks at ``step``; the per-example normalizers and the identity ignore it. The
+arithmetic is the pure functions of :mod:`lnorm.normalization.functional`.
 
 ``mask`` (``[B]`` or ``[T, B]``, true for real steps) keeps padded steps out of BN's
-batch statistics; LN's and RMSNorm's statistics are per example and need no mask.
+batch statistics; the per-example normalizers' statistics (LN, RMSNorm, ScaleNorm;
+DyT has none) are per example and need no mask.
 
 ``fusable`` says whether the fused recurrences (:mod:`lnorm.rnn.fused`,
 :mod:`lnorm.rnn.fused_gru`) can run the normalizer; if so, ``row_norm()`` gives its
-parameters in their terms (None for the identity). Recurrent BN, with its per-step
-statistics, cannot.
+parameters in their terms (None for the identity), given the number of features it
+normalizes. LN, RMSNorm, ScaleNorm, LayerNorm-simple and the identity can; a
+normalizer without ``fusable`` (recurrent BN with its per-step statistics, DyT, a
+user's) runs step by step.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import flax.linen as nn
@@ -25,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from lnorm.normalization import functional as F
+from lnorm.normalization.modules import scale_norm_init
 from lnorm.rnn.fused import RowNorm
 
 Initializer = Callable[..., jax.Array]
@@ -40,7 +45,8 @@ class StepIdentity(nn.Module):
     del train, step, mask
     return x
 
-  def row_norm(self) -> None:
+  def row_norm(self, features: int | None = None) -> None:
+    del features
     return None
 
 
@@ -61,8 +67,9 @@ class StepLayerNorm(nn.Module):
     scale, bias = _declare_gain_and_bias(self, x.shape[-1])
     return F.layer_norm(x, scale, bias, axes=-1, eps=self.eps)
 
-  def row_norm(self) -> RowNorm:
+  def row_norm(self, features: int | None = None) -> RowNorm:
     """The gain, bias and eps (after initialisation)."""
+    del features
     return RowNorm(*_gain_and_bias(self), self.eps)
 
 
@@ -90,11 +97,84 @@ class StepRMSNorm(nn.Module):
     scale, bias = _declare_gain_and_bias(self, x.shape[-1])
     return F.rms_norm(x, scale, bias, axes=-1, eps=self.eps, partial=self.partial)
 
-  def row_norm(self) -> RowNorm:
+  def row_norm(self, features: int | None = None) -> RowNorm:
     """The gain, bias (None without), eps and the entries its statistic reads."""
+    del features
     scale, bias = _gain_and_bias(self)
     size = None if self.partial == 1.0 else F.partial_size(scale.shape[-1], self.partial)
     return RowNorm(scale, bias, self.eps, F.rms_rows(size))
+
+
+class StepLayerNormSimple(nn.Module):
+  """LayerNorm-simple (Xu et al. 2019): LN over the last axis without its gain and
+  bias. The fused recurrences run it as LN with a constant gain of 1 and no bias."""
+
+  eps: float = 1e-5
+
+  fusable = True
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
+    del train, step, mask
+    return F.layer_norm(x, None, None, axes=-1, eps=self.eps)
+
+  def row_norm(self, features: int | None = None) -> RowNorm:
+    """LN's row statistics with a constant gain over the ``features`` it normalizes."""
+    return RowNorm(jnp.ones((_required(features, self),), jnp.float32), None, self.eps)
+
+
+class StepScaleNorm(nn.Module):
+  """ScaleNorm (Nguyen & Salazar 2019) over the last axis: ``g * x / sqrt(sum(x^2) +
+  eps)``, one scalar gain from ``sqrt(F)`` (or ``scale_init``), no bias.
+
+  Over F entries that is ``(g / sqrt(F)) * x / sqrt(mean(x^2) + eps / F)``: RMSNorm's
+  row statistic with the scalar gain spread over the row, which is how the fused
+  recurrences run it (the gain's gradient is the sum of the row's).
+  """
+
+  eps: float = 1e-5
+  scale_init: float | None = None
+
+  fusable = True
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
+    del train, step, mask
+    init = scale_norm_init(self.scale_init, x.shape[-1])
+    g = self.param("scale", nn.initializers.constant(init), (), jnp.float32)
+    return F.scale_norm(x, g, axes=-1, eps=self.eps)
+
+  def row_norm(self, features: int | None = None) -> RowNorm:
+    """The scalar gain over ``features`` as RMSNorm's row gain, and eps / features."""
+    features = _required(features, self)
+    g = jnp.asarray(self.get_variable("params", "scale"), jnp.float32)
+    return RowNorm(jnp.broadcast_to(g / math.sqrt(features), (features,)), None,
+                   self.eps / features, F.rms_rows())
+
+
+def _required(features: int | None, norm: nn.Module) -> int:
+  if features is None:
+    raise ValueError(f"{type(norm).__name__}.row_norm needs the number of features it "
+                     "normalizes: it has no per-feature parameter to read it from.")
+  return features
+
+
+class StepDynamicTanh(nn.Module):
+  """DyT (Zhu et al. 2025) over the last axis: ``gamma * tanh(alpha * x) + beta``, one
+  scalar ``alpha`` from ``alpha_init``, ``gamma`` and ``beta`` per feature (a bias, as
+  LN's, by default). Step by step: the fused recurrences do not run it."""
+
+  alpha_init: float = 0.5
+  scale_init: Initializer = nn.initializers.ones
+  bias_init: Initializer = nn.initializers.zeros
+  use_bias: bool = True
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
+    del train, step, mask
+    alpha = self.param("alpha", nn.initializers.constant(self.alpha_init), (), jnp.float32)
+    scale, bias = _declare_gain_and_bias(self, x.shape[-1])
+    return F.dynamic_tanh(x, alpha, scale, bias)
 
 
 def _declare_gain_and_bias(norm: nn.Module, features: int):

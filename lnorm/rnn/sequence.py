@@ -92,7 +92,7 @@ class RecurrentLayer(nn.Module):
       recurrent_dropout=)``).
     unroll: time steps per scan iteration (``lax.scan(unroll=...)``).
     fused: run a cell that offers it (``cell.fusable``: the LSTM and the GRU with
-      LN, RMSNorm or no recurrent normalizer) through its ``fused_scan``, whose
+      LN, RMSNorm, ScaleNorm, LayerNorm-simple or no recurrent normalizer) through its ``fused_scan``, whose
       hand-written backward pass is faster than differentiating ``nn.scan``. False
       always scans ``__call__``; both give the same values and gradients.
   """

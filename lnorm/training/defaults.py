@@ -200,6 +200,12 @@ def norm_options() -> ml_collections.ConfigDict:
   o.rms = ml_collections.ConfigDict({"eps": 1e-5, "scale_init": 1.0})
   # pRMSNorm: the RMS from the first p of the summed inputs (the paper's 6.25%).
   o.prms = ml_collections.ConfigDict({"eps": 1e-5, "scale_init": 1.0, "p": 0.0625})
+  # DyT (Zhu et al. 2025): gamma * tanh(alpha * x) + beta, alpha a scalar from alpha_init.
+  o.dyt = ml_collections.ConfigDict({"alpha_init": 0.5})
+  # ScaleNorm (Nguyen & Salazar 2019): g x / sqrt(sum(x^2) + eps), g from sqrt(d).
+  o.scalenorm = ml_collections.ConfigDict({"eps": 1e-5})
+  # LayerNorm-simple (Xu et al. 2019): LN without gain and bias.
+  o.ln_simple = ml_collections.ConfigDict({"eps": 1e-5})
   o.bn = ml_collections.ConfigDict(
       {"eps": 1e-5, "momentum": 0.99, "unbiased": False, "scale_init": 1.0})
   o.wn = ml_collections.ConfigDict({"data_init": True})

@@ -70,6 +70,7 @@ from lnorm.data.core import Dataset
 from lnorm.errors import ConfigError, Interrupted, UserError
 from lnorm.normalization import finalize_epoch_statistics
 from lnorm.progress import Progress, stage
+from lnorm.rnn import normalizer_record
 from lnorm.training import compilation_cache
 from lnorm.training import defaults
 from lnorm.training import parallel
@@ -179,7 +180,8 @@ def _open_records(run: Run, state: TrainState, start_step: int) -> MetricWriter:
   num_params = sum(x.size for x in jax.tree.leaves(state.params))
   workdir_lib.write_run_record(run.workdir, config, run.data_record, {
       "num_params": num_params, "steps_per_epoch": run.steps_per_epoch,
-      "length_buckets": None if run.buckets is None else list(run.buckets.edges)})
+      "length_buckets": None if run.buckets is None else list(run.buckets.edges),
+      **normalizer_record(run.model, config.get("norm"))})
   logging.info("Data: %s", json.dumps(run.data_record))
   logging.info("Model: %d parameters; %d steps per epoch; %d devices.", num_params,
                run.steps_per_epoch, run.mesh.size)

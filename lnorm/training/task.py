@@ -18,7 +18,7 @@ import ml_collections
 
 from lnorm.data.core import Dataset
 from lnorm.errors import ConfigError
-from lnorm.normalization import NORMS
+from lnorm.normalization import NORMS, check_norm_choice
 from lnorm.training import defaults
 
 Batch = Mapping[str, jax.Array]
@@ -67,9 +67,8 @@ class Task:
     #: end-of-epoch samples, retrieval over a whole split, the vocabulary).
     self.dataset: Dataset | None = None
     norm = config.get("norm")
-    if norm is not None and norm not in self.norms:
-      raise ConfigError(f"Normalizer {norm!r} is not available for experiment "
-                        f"{config.experiment!r}. Valid choices: {', '.join(self.norms)}.")
+    if norm is not None:
+      check_norm_choice(norm, self.norms, config.experiment)
     reduction = config.get("loss_reduction", "mean")
     if reduction not in self.loss_reductions:
       raise ConfigError(f"loss_reduction={reduction!r} is not available for experiment "

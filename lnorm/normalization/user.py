@@ -1,0 +1,151 @@
+"""A normalizer from the user's own file, named by an import path ``module:attribute``.
+
+``--config.norm=my_norms:my_norm`` imports ``my_norms`` (a file on ``PYTHONPATH``)
+and takes its attribute ``my_norm``, in one of two forms, each mapping activations
+``[..., F]`` to ``[..., F]`` per example:
+
+* a plain function of the activations, ``my_norm(x) -> y``;
+* a Flax module class, constructed without arguments and called on the activations,
+  ``my_norm()(x) -> y``; it may declare parameters (``self.param``).
+
+:class:`ImportedNorm` gives it the signature every lnorm normalizer has, so that it
+goes wherever ``ln`` goes: after the MLPs' linear maps and, in the LSTM and GRU
+cells, in LN's places. It sees no mask and no time step: padded rows pass through it
+like real ones and are masked downstream, and it keeps no per-step state, so the
+recurrent cells run it step by step (``lnorm.rnn``), never through the fused
+recurrences, which know only lnorm's own row normalizers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import math
+from typing import Any, Callable, Sequence
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from lnorm.errors import ConfigError
+from lnorm.normalization import functional as F
+
+
+class UserNormError(ConfigError, ValueError):
+  """A normalizer named by import path that cannot be loaded or used."""
+
+
+def is_import_path(name: Any) -> bool:
+  """Whether a ``norm`` value names a normalizer by import path (``module:attribute``)
+  rather than by a registered name."""
+  return isinstance(name, str) and ":" in name
+
+
+@dataclasses.dataclass(frozen=True)
+class UserNormalizer:
+  """A normalizer loaded from ``path``: a function or a Flax module class."""
+
+  path: str  # "module:attribute", as the config names it
+  target: Callable[..., Any]
+  #: The file it was defined in (None for a module without one).
+  source: str | None
+
+  @property
+  def is_module(self) -> bool:
+    return inspect.isclass(self.target) and issubclass(self.target, nn.Module)
+
+  @property
+  def form(self) -> str:
+    """'module' (a Flax module class) or 'function'."""
+    return "module" if self.is_module else "function"
+
+
+def load_user_norm(path: str) -> UserNormalizer:
+  """Imports ``module:attribute``, with an error naming what is wrong and its fix."""
+  module_name, _, attribute = path.partition(":")
+  module_name, attribute = module_name.strip(), attribute.strip()
+  if not module_name or not attribute or ":" in attribute:
+    raise UserNormError(
+        f"norm={path!r} is not an import path of the form module:attribute (for "
+        "example my_norms:my_norm, with my_norms.py on PYTHONPATH).")
+  try:
+    module = importlib.import_module(module_name)
+  except ModuleNotFoundError as e:
+    if e.name is not None and module_name.startswith(e.name):
+      raise UserNormError(
+          f"norm={path!r}: no module {module_name!r} on the Python path. Put the folder "
+          f"holding {module_name.replace('.', '/')}.py on PYTHONPATH (PYTHONPATH=/that/"
+          "folder lnorm train ...).") from None
+    raise UserNormError(f"norm={path!r}: importing {module_name!r} failed: {e}") from e
+  except Exception as e:  # pylint: disable=broad-except  (the user's own module code)
+    raise UserNormError(f"norm={path!r}: importing {module_name!r} failed: "
+                        f"{type(e).__name__}: {e}") from e
+  source = getattr(module, "__file__", None)
+  if not hasattr(module, attribute):
+    defined = sorted(n for n, v in vars(module).items()
+                     if callable(v) and not n.startswith("_")
+                     and getattr(v, "__module__", None) == module.__name__)
+    raise UserNormError(
+        f"norm={path!r}: module {module_name!r} ({source}) has no attribute "
+        f"{attribute!r}. It defines: {', '.join(defined) or '(no functions or classes)'}.")
+  target = getattr(module, attribute)
+  if not callable(target):
+    raise UserNormError(
+        f"norm={path!r}: {attribute!r} is a {type(target).__name__}, not a function of "
+        "the activations or a Flax module class.")
+  if inspect.isclass(target) and not issubclass(target, nn.Module):
+    raise UserNormError(
+        f"norm={path!r}: {attribute!r} is a class but not a Flax module (flax.linen."
+        "Module); give a function of the activations or an nn.Module subclass.")
+  return UserNormalizer(path, target, source)
+
+
+class ImportedNorm(nn.Module):
+  """A user's normalizer in lnorm's signature, ``norm(x, *, train, step=None,
+  mask=None)``, the same in feed-forward layers and recurrent cells.
+
+  ``axes`` are the normalized axes, as LN's: they are moved last and merged into one
+  feature axis for the call (a conv map ``[B, H, W, C]`` with ``axes=(1, 2, 3)`` is
+  normalized as ``[B, H*W*C]``), then restored. A normalizer that changes the shape
+  is refused when the model is first built.
+  """
+
+  normalizer: UserNormalizer
+  axes: int | Sequence[int] = -1
+
+  #: Never run by the fused recurrences, which know only lnorm's own row normalizers.
+  fusable = False
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
+    del train, step, mask
+    axes = F._normalize_axes(self.axes, x.ndim)  # pylint: disable=protected-access
+    kept = tuple(a for a in range(x.ndim) if a not in axes)
+    moved = jnp.transpose(x, kept + axes)
+    rows = moved.reshape(moved.shape[:len(kept)] + (math.prod(x.shape[a] for a in axes),))
+    y = self._call_user(rows)
+    if getattr(y, "shape", None) != rows.shape:
+      raise UserNormError(
+          f"The normalizer {self.normalizer.path} ({self.normalizer.form}) changed the "
+          f"shape of its input from {rows.shape} to {getattr(y, 'shape', type(y))}: a "
+          "normalizer must map activations [..., F] to the same shape.")
+    y = jnp.reshape(y, moved.shape)
+    return jnp.transpose(y, tuple(int(i) for i in _inverse(kept + axes)))
+
+  def _call_user(self, rows):
+    if not self.normalizer.is_module:
+      return self.normalizer.target(rows)
+    try:
+      module = self.normalizer.target()
+    except TypeError as e:
+      raise UserNormError(
+          f"The normalizer {self.normalizer.path} is a Flax module class, which lnorm "
+          f"constructs without arguments: {e}. Give every field a default.") from e
+    return module(rows)
+
+
+def _inverse(permutation: Sequence[int]) -> list[int]:
+  inverse = [0] * len(permutation)
+  for i, p in enumerate(permutation):
+    inverse[p] = i
+  return inverse

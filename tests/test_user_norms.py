@@ -1,0 +1,274 @@
+"""A normalizer from the user's own file (``norm=module:attribute``): both forms, in the
+MLPs and in LN's places in the LSTM and GRU cells, on every experiment that accepts
+``ln``, with a clear error for each way of getting it wrong."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lnorm import cli
+from lnorm import config as config_lib
+from lnorm.errors import ConfigError
+from lnorm.normalization import UserNormError, check_norm_choice, make_norm
+from lnorm.rnn import (
+    RecurrentLayer, make_gru_cell, make_lstm_cell, normalizer_record, recurrence_path)
+from lnorm.sweeps import space as sweep_space
+from lnorm.training.task import EXPERIMENTS, load_task
+
+# No precise_jax here: a user's normalizer may broadcast as NumPy does (Gained below),
+# and every comparison is with JAX's own float32 arithmetic.
+
+USER_FILE = '''
+import flax.linen as nn
+import jax.numpy as jnp
+
+
+def centred(x):
+  """LayerNorm-simple, written by hand."""
+  mean = jnp.mean(x, axis=-1, keepdims=True)
+  var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+  return (x - mean) / jnp.sqrt(var + 1e-5)
+
+
+def halve(x):
+  return x[..., : x.shape[-1] // 2]
+
+
+class Gained(nn.Module):
+  """tanh with a learned gain per feature."""
+
+  @nn.compact
+  def __call__(self, x):
+    gain = self.param("gain", nn.initializers.ones, (x.shape[-1],))
+    return gain * jnp.tanh(x)
+
+
+class NeedsWidth(nn.Module):
+  width: int
+
+  @nn.compact
+  def __call__(self, x):
+    return x
+
+
+class NotAModule:
+  pass
+
+
+SCALE = 2.0
+'''
+
+
+@pytest.fixture
+def user_module(tmp_path, monkeypatch):
+  """Writes USER_FILE as a module of its own name on the path; returns the name."""
+  name = f"user_norms_{abs(hash(str(tmp_path))) % 10 ** 8}"
+  (tmp_path / f"{name}.py").write_text(textwrap.dedent(USER_FILE))
+  monkeypatch.syspath_prepend(str(tmp_path))
+  yield name
+  sys.modules.pop(name, None)
+
+
+def _x(shape, seed=0):
+  return jnp.asarray(np.random.default_rng(seed).normal(size=shape) + 0.5, jnp.float32)
+
+
+# --- The two forms -------------------------------------------------------------------
+
+
+def test_function_form_in_a_feed_forward_layer(user_module):
+  norm = make_norm(f"{user_module}:centred")
+  x = _x((4, 7))
+  layer = norm.layer()
+  variables = layer.init(jax.random.key(0), x)
+  assert variables == {}
+  y = layer.apply(variables, x, train=True, mask=None)
+  mean = x.mean(-1, keepdims=True)
+  np.testing.assert_allclose(y, (x - mean) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5),
+                             rtol=1e-5, atol=1e-6)
+  assert not norm.has_bias  # the linear map before it keeps its bias
+
+
+def test_module_form_holds_parameters(user_module):
+  layer = make_norm(f"{user_module}:Gained").layer()
+  x = _x((3, 5))
+  variables = layer.init(jax.random.key(0), x)
+  assert jax.tree.map(jnp.shape, variables["params"]) == {"Gained_0": {"gain": (5,)}}
+  gain = jnp.arange(1.0, 6.0)
+  y = layer.apply({"params": {"Gained_0": {"gain": gain}}}, x)
+  np.testing.assert_allclose(y, gain * jnp.tanh(x), rtol=1e-6)
+
+
+def test_conv_map_is_normalized_over_the_given_axes(user_module):
+  x = _x((2, 3, 4, 5))
+  y = make_norm(f"{user_module}:centred", {"axes": (1, 2, 3)}).layer().apply({}, x)
+  rows = x.reshape(2, -1)
+  want = (rows - rows.mean(-1, keepdims=True)) / jnp.sqrt(rows.var(-1, keepdims=True) + 1e-5)
+  np.testing.assert_allclose(y, want.reshape(x.shape), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("make", [make_lstm_cell, make_gru_cell])
+def test_in_the_cells_it_takes_every_place_of_ln(user_module, make):
+  """The hand-written LN-simple gives what the built-in ln_simple variant gives (whose
+  cells tests/test_rnn_cells.py checks against the reference loops): it sits in
+  LN's places, all of them, with the same biases around it."""
+  x, lengths = _x((3, 5, 4)), jnp.array([5, 2, 4])
+  ours = RecurrentLayer(make(f"{user_module}:centred"), 6)
+  builtin = RecurrentLayer(make("ln_simple"), 6)
+  variables = jax.jit(builtin.init)(jax.random.key(0), x, lengths)
+  assert (jax.tree.structure(jax.eval_shape(ours.init, jax.random.key(0), x, lengths))
+          == jax.tree.structure(variables))
+  variables = jax.tree.map(lambda p: p + 0.3, variables)  # biases away from zero
+  outputs = lambda layer: jax.jit(layer.apply)(variables, x, lengths).outputs
+  got = outputs(ours)
+  np.testing.assert_allclose(got, outputs(builtin), rtol=1e-5, atol=1e-6)
+  assert np.max(np.abs(outputs(RecurrentLayer(make("none"), 6)) - got)) > 1e-2
+
+
+def test_module_form_in_the_gru_has_one_instance_per_place(user_module):
+  layer = RecurrentLayer(make_gru_cell(f"{user_module}:Gained"), 5)
+  params = jax.eval_shape(layer.init, jax.random.key(0), _x((2, 3, 4)))["params"]["layer_0"]
+  shapes = {k: jax.tree.map(jnp.shape, v) for k, v in params.items() if k.endswith("norm")}
+  assert shapes == {
+      "input_gate_norm": {"Gained_0": {"gain": (10,)}},
+      "input_candidate_norm": {"Gained_0": {"gain": (5,)}},
+      "hidden_gate_norm": {"Gained_0": {"gain": (10,)}},
+      "hidden_candidate_norm": {"Gained_0": {"gain": (5,)}}}
+
+
+def test_runs_step_by_step_and_the_record_says_so(user_module):
+  path = f"{user_module}:Gained"
+  assert recurrence_path(make_lstm_cell(path)) == "step-by-step"
+
+  class Holder(nn.Module):
+    cell: object
+
+    def __call__(self, x):
+      return x
+
+  record = normalizer_record(Holder(make_lstm_cell(path)), path)
+  assert record["recurrence"] == "step-by-step"
+  assert record["norm_source"]["form"] == "module"
+  assert record["norm_source"]["file"].endswith(f"{user_module}.py")
+  assert normalizer_record(Holder(make_lstm_cell("ln")), "ln") == {"recurrence": "fused"}
+  assert normalizer_record(Holder(None), f"{user_module}:centred")["norm_source"][
+      "form"] == "function"
+
+
+# --- Errors, one cause each ----------------------------------------------------------
+
+
+def test_missing_module_names_it_and_the_fix():
+  with pytest.raises(UserNormError, match=r"no module 'no_such_norms_xyz'.*PYTHONPATH"):
+    make_norm("no_such_norms_xyz:my_norm")
+
+
+def test_missing_attribute_names_it_and_lists_the_module(user_module):
+  with pytest.raises(UserNormError,
+                     match=r"has no attribute 'my_norm'\. It defines: Gained, NeedsWidth, "
+                           r"NotAModule, centred, halve"):
+    make_norm(f"{user_module}:my_norm")
+
+
+def test_shape_changing_normalizer_is_refused_by_name(user_module):
+  layer = make_norm(f"{user_module}:halve").layer()
+  with pytest.raises(UserNormError, match=rf"{user_module}:halve \(function\) changed the "
+                                          r"shape of its input from \(2, 6\) to \(2, 3\)"):
+    layer.init(jax.random.key(0), _x((2, 6)))
+
+
+def test_shape_change_inside_a_cell_is_refused_too(user_module):
+  layer = RecurrentLayer(make_lstm_cell(f"{user_module}:halve"), 4)
+  with pytest.raises(UserNormError, match="halve.*changed the shape"):
+    layer.init(jax.random.key(0), _x((2, 3, 5)))
+
+
+def test_attribute_that_is_not_callable(user_module):
+  with pytest.raises(UserNormError, match="'SCALE' is a float, not a function"):
+    make_norm(f"{user_module}:SCALE")
+
+
+def test_class_that_is_not_a_flax_module(user_module):
+  with pytest.raises(UserNormError, match="'NotAModule' is a class but not a Flax module"):
+    make_norm(f"{user_module}:NotAModule")
+
+
+def test_module_class_that_needs_arguments(user_module):
+  layer = make_norm(f"{user_module}:NeedsWidth").layer()
+  with pytest.raises(UserNormError, match="constructs without arguments.*default"):
+    layer.init(jax.random.key(0), _x((2, 3)))
+
+
+def test_path_without_an_attribute():
+  with pytest.raises(UserNormError, match="not an import path of the form module:attribute"):
+    make_norm("my_norms:")
+
+
+def test_error_inside_the_users_module_is_not_called_a_missing_module(tmp_path, monkeypatch):
+  (tmp_path / "broken_norms_q.py").write_text("import not_installed_pkg_q\n")
+  monkeypatch.syspath_prepend(str(tmp_path))
+  with pytest.raises(UserNormError, match="importing 'broken_norms_q' failed.*not_installed"):
+    make_norm("broken_norms_q:f")
+  sys.modules.pop("broken_norms_q", None)
+
+
+# --- Every experiment that accepts ln ------------------------------------------------
+
+
+@pytest.mark.parametrize("experiment", sorted(EXPERIMENTS))
+def test_every_experiment_accepts_it_and_the_successors(user_module, experiment):
+  config = config_lib.load_config(f"configs/{experiment}.py")
+  for norm in (f"{user_module}:centred", "dyt", "scalenorm", "ln_simple"):
+    config_lib.apply_overrides(config, {"norm": norm})
+    assert load_task(config).config.norm == norm
+
+
+def test_an_experiment_without_ln_refuses_it(user_module):
+  with pytest.raises(ConfigError, match=r"Valid choices: bn, wn\.$"):
+    check_norm_choice(f"{user_module}:centred", ("bn", "wn"), "demo")
+
+
+def test_a_bad_path_fails_when_the_task_is_built():
+  config = config_lib.load_config("configs/perm_mnist.py")
+  config_lib.apply_overrides(config, {"norm": "no_such_norms_xyz:f"})
+  with pytest.raises(UserNormError, match="no_such_norms_xyz"):
+    load_task(config)
+
+
+def test_config_argument_and_sweep_grid_take_the_import_path(user_module):
+  path = f"{user_module}:centred"
+  assert config_lib.load_config(f"configs/perm_mnist.py:norm={path}").norm == path
+  space = sweep_space.SweepSpace(grid=[sweep_space.parse_grid(f"norm=ln,{path}")])
+  sweep_space.check_against_config("configs/perm_mnist.py", space)
+
+
+def test_bln_cifar_gives_the_conv_maps_lns_axes():
+  from experiments.bln_cifar.task import conv_axes  # pylint: disable=g-import-not-at-top
+  for convention in ("conventional", "authors"):
+    for norm in ("dyt", "scalenorm", "ln_simple", "my_norms:my_norm"):
+      assert conv_axes(convention, norm) == conv_axes(convention, "ln") == {"axes": (1, 2, 3)}
+
+
+# --- Through the command line: a message, never a traceback ---------------------------
+
+
+@pytest.mark.parametrize("attribute, message", [
+    ("halve", "changed the shape of its input from (128, 32) to (128, 16)"),
+    ("my_norm", "has no attribute 'my_norm'"),
+])
+def test_lnorm_train_reports_a_bad_normalizer(user_module, tmp_path, capsys, attribute,
+                                              message):
+  code = cli.main(["train", "--config",
+                   f"configs/perm_mnist.py:norm={user_module}:{attribute},smoke=true",
+                   "--workdir", str(tmp_path / "run"), "--config.max_steps=1",
+                   "--config.progress_bar=false"])
+  err = capsys.readouterr().err
+  assert code == 2
+  assert message in err and "Traceback" not in err
