@@ -27,6 +27,13 @@ def test_swapped_splits_are_other_data():
       {"train": {"x": B}, "test": {"x": A}})
 
 
+def test_the_same_arrays_under_another_split_name_are_other_data():
+  # A validation split carved out under a new name trains and selects on other data.
+  assert fingerprint({"train": {"x": A}}) != fingerprint({"test": {"x": A}})
+  assert fingerprint({"train": {"x": A}, "validation": {"x": B}}) != fingerprint(
+      {"train": {"x": A}, "valid": {"x": B}})
+
+
 def test_a_renamed_feature_is_other_data():
   assert fingerprint({"train": {"x": A}}) != fingerprint({"train": {"y": A}})
 
