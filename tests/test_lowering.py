@@ -105,3 +105,21 @@ def test_lnorm_check_command_prints_the_figures(capsys):
   assert "perm_mnist (norm=ln): 5,607 parameters" in out
   assert "image [2, 128, 28, 28] uint8" in out
   assert out.count("cuda ok, tpu ok") == 2
+
+
+def test_the_vocabulary_is_the_configs_cap_where_the_synthetic_data_has_fewer_words():
+  config = config_lib.load_config(os.path.join(REPO, "configs/bln_imdb.py:smoke=true"))
+  small = lowering.check(config, ("cuda",)).num_params
+  config.data.vocab_size += 7
+  # Seven more rows of the word embedding.
+  assert lowering.check(config, ("cuda",)).num_params - small == 7 * config.model.embed_size
+
+
+def test_paper_vocabulary_never_shrinks_the_datas_own():
+  from lnorm.data.core import Dataset  # pylint: disable=g-import-not-at-top
+  config = config_lib.load_config(os.path.join(REPO, "configs/bln_imdb.py:smoke=true"))
+  config.data.vocab_size = 50
+  dataset = Dataset("imdb", "synthetic", "x", {"train": {}}, info={"vocab_size": 80})
+  assert lowering.paper_vocabulary(config, dataset) == {}
+  dataset.info["vocab_size"] = 20
+  assert lowering.paper_vocabulary(config, dataset) == {"vocab_size": 50}

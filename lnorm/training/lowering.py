@@ -12,8 +12,10 @@ feature's dtype and trailing shape; the steps are then traced with
 real size is allocated. The train step is the one ``lnorm train`` jits: the chunk of
 ``steps_per_call`` fused steps.
 
-Caveat: the data's padded lengths are the synthetic source's (the real corpora pad to
-their own, usually longer, lengths; the configs' ``max_*`` fields bound them).
+Caveats: the vocabulary is ``data.vocab_size`` where the config sets one (else the
+synthetic data's); padded lengths are the synthetic source's where the config does not
+fix them (``max_*`` fields), so a corpus with longer examples (captions, text lines)
+needs more activation memory than reported.
 """
 
 from __future__ import annotations
@@ -57,6 +59,16 @@ def synthetic_data_config(config: ml_collections.ConfigDict) -> ml_collections.C
         data[field] = size
     data.use_cache = False
   return config
+
+
+def paper_vocabulary(config: ml_collections.ConfigDict, dataset) -> dict[str, int]:
+  """The vocabulary size the config caps the real data at, where the synthetic data's
+  own is smaller: the embedding and the output layer are then built at the size a
+  real run has (a corpus has at least ``data.vocab_size`` distinct words)."""
+  configured = config.data.get("vocab_size")
+  if configured and "vocab_size" in dataset.info and dataset.info["vocab_size"] < configured:
+    return {"vocab_size": int(configured)}
+  return {}
 
 
 def _abstract(array: np.ndarray, leading: Sequence[int]) -> jax.ShapeDtypeStruct:
@@ -178,6 +190,7 @@ def check(config: ml_collections.ConfigDict, platforms: Sequence[str] = ("cuda",
   # synthetic copy (whose task computes what it needs from the data, e.g. pixel means).
   task = load_task(synthetic_data_config(config))
   dataset = task.load_data()
+  dataset.info.update(paper_vocabulary(config, dataset))
   model = task.build_model(dataset)
   split = dataset.splits[task.train_split()]
 
