@@ -41,8 +41,8 @@ PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 #: Datasets without a synthetic source, and the small local source used instead.
 SMALL_SOURCES = {"mnist": "embedded", "binarized_mnist": "derived"}
 
-#: How many examples (or images, books) a synthetic split holds: enough for any batch
-#: size is not needed, only enough to give every feature its shape.
+#: How many examples (or images) the synthetic splits hold. A few suffice: the batches
+#: are abstract, and the data only gives each feature its dtype and trailing shape.
 _SYNTHETIC_SIZES = {"synthetic_size": 64, "synthetic_examples": 64,
                     "synthetic_train_images": 64, "synthetic_validation_images": 16,
                     "synthetic_test_images": 16}
