@@ -4,6 +4,8 @@ and reported in docs/gpu.md."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 
 import jax
@@ -123,3 +125,18 @@ def test_paper_vocabulary_never_shrinks_the_datas_own():
   assert lowering.paper_vocabulary(config, dataset) == {}
   dataset.info["vocab_size"] = 20
   assert lowering.paper_vocabulary(config, dataset) == {"vocab_size": 50}
+
+
+def test_lnorm_check_json_and_exit_code(capsys, monkeypatch):
+  argv = ["check", "--config", os.path.join(REPO, "configs/perm_mnist.py:smoke=true"),
+          "--platforms", "cuda", "--json", "--config.hidden_sizes=(7, 5)"]
+  assert cli.main(argv) == 0
+  record = json.loads(capsys.readouterr().out)
+  assert record["num_params"] == 5607 and record["experiment"] == "perm_mnist"
+  assert [s["lowered"] for s in record["steps"]] == [{"cuda": None}, {"cuda": None}]
+  # A step that does not lower makes the command fail (exit code 1).
+  failed = lowering.StepReport("train", 0, 0, {"cuda": "ValueError: no"}, 0.0)
+  real_check = lowering.check
+  monkeypatch.setattr(lowering, "check", lambda *a, **k: dataclasses.replace(
+      real_check(*a, **k), steps=[failed]))
+  assert cli.main(argv) == 1
