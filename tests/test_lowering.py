@@ -39,6 +39,18 @@ def test_train_and_eval_steps_lower_for_cuda_and_tpu(experiment):
   assert report.num_params * 4 == report.param_bytes  # float32 parameters
 
 
+@pytest.mark.parametrize("experiment,norm", [
+    ("attentive_reader", "bn"),  # Recurrent BN: per-step statistics in the state.
+    ("draw", "wn"),  # Weight norm's data-dependent initialisation, traced abstractly.
+    ("perm_mnist", "bln"),
+])
+def test_normalizers_with_their_own_state_or_init_lower(experiment, norm):
+  config = config_lib.load_config(os.path.join(REPO, "configs", f"{experiment}.py:smoke=true"))
+  config.norm = norm
+  report = lowering.check(config, ("cuda", "tpu"))
+  assert report.ok, [s.lowered for s in report.steps]
+
+
 def test_check_counts_parameters_and_bytes_of_a_known_model():
   # perm_mnist's MLP 784-7-5-10 with LN on the two hidden layers (whose bias replaces
   # the hidden layers' own): odd widths, counted by hand. Adam keeps two moments per
