@@ -37,6 +37,8 @@ COMMANDS = {
                "Generate from a trained run (handwriting: write a given text)."),
     "evaluate": ("lnorm.commands.evaluate",
                  "Score a run's sentence encoder on SICK, MR, CR, SUBJ, MPQA, TREC."),
+    "check": ("lnorm.commands.check",
+              "Lower a config's train and eval steps for GPU/TPU; print sizes and memory."),
     "bln-search": ("lnorm.commands.bln_search",
                    "Evaluate a trained BLN model under all 16 inference configurations."),
     "flops": ("lnorm.commands.flops",

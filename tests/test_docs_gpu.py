@@ -62,7 +62,16 @@ def test_every_command_of_docs_gpu_names_a_config_and_sweep_that_exist():
                                         "skip-thoughts", "order-embeddings"])
 def test_docs_gpu_gives_a_time_per_run_labelled_as_estimate_or_measurement(experiment):
   page = read("docs/gpu.md")
-  (row,) = [l for l in page.splitlines() if l.startswith("|") and experiment in l]
+  timings = page.split("## 4.")[1].split("## 5.")[0]  # Section 4's table of run times.
+  (row,) = [l for l in timings.splitlines() if l.startswith("|") and experiment in l]
   cells = [c.strip() for c in row.strip("|").split("|")]
   assert cells[6] and cells[6] != "—"  # The estimate per run.
   assert "**estimates**" in page and "20 TFLOP/s" in page and "50 µs" in page
+
+
+def test_docs_gpu_gives_lnorm_check_figures_for_all_eight_experiments():
+  from lnorm.training.task import EXPERIMENTS  # pylint: disable=g-import-not-at-top
+  section = read("docs/gpu.md").split("## 5.")[1]
+  rows = [l for l in section.splitlines() if l.startswith("| ") and "---" not in l][1:]
+  assert sorted(r.split("|")[1].split()[0] for r in rows) == sorted(EXPERIMENTS)
+  assert "lnorm check --config" in section and "16 / 40 / 80 GB" in section
