@@ -31,7 +31,7 @@ import ml_collections
 import numpy as np
 
 from lnorm.errors import UserError
-from lnorm.training.loop import TrainState, make_eval_step, make_train_chunk, make_train_step
+from lnorm.training.steps import TrainState, make_eval_step, make_train_chunk, make_train_step
 from lnorm.training.optim import make_optimizer
 from lnorm.training.task import Task, load_task
 
