@@ -99,6 +99,29 @@ def test_candidates_become_the_entities(tmp_path):
   assert "train: 2 questions" in ds.notes and "chance 0.100" in ds.notes
 
 
+PREPOSITIONS = ("at", "by", "for", "from", "in", "of", "on", "to", "up", "with")
+
+
+def test_a_candidate_matches_whatever_its_case(tmp_path):
+  # The context's only "in" opens a sentence: "In the morning ...". The answer "in"
+  # is still in the passage, so the example is kept and "In" is its marker.
+  context = [("it", "rained", ".")] * 20
+  context[3] = ("In", "the", "morning", "it", "rained", ".")
+  e = cbt.CbtExample(tuple(context), tuple("she sat XXXXX the garden .".split()), "in",
+                     PREPOSITIONS)
+  write(str(tmp_path / "cbt"), "P", train=[e], valid=[e])
+  ds = load(tmp_path, word_type="P")
+  a, vocab = ds.splits["validation"], ds.info["vocabulary"]
+  passage = [vocab[t] for t in a["passage"][0, :a["passage_length"][0]]]
+  assert ds.num_examples("validation") == 1
+  assert passage[9:12] == [f"@entity{a['answer'][0]}", "the", "morning"]
+  assert "In" not in vocab and "in" not in vocab
+  # Candidates equal but for case are one entity: 10 listed, 9 distinct.
+  twin = cbt.CbtExample(tuple(context), e.query, "in", PREPOSITIONS[:9] + ("In",))
+  cloze = cbt.to_cloze(twin, 20, np.random.default_rng(0))
+  assert len(cloze.candidates) == 9 and cloze.answer in cloze.candidates
+
+
 def test_numbering_is_random_per_example(tmp_path):
   write(str(tmp_path / "cbt"), train=[example()] * 40, valid=[example()])
   answers = load(tmp_path).splits["train"]["answer"]

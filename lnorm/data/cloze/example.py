@@ -56,16 +56,19 @@ def random_markers(words: Sequence[str], rng: np.random.Generator) -> dict[str, 
 
 
 def anonymise(tokens: Sequence[str], markers: Mapping[str, str],
-              blank: str | None = None) -> tuple[str, ...]:
+              blank: str | None = None, fold_case: bool = False) -> tuple[str, ...]:
   """Tokens with each word of ``markers`` replaced by its marker, ``blank`` (if
   given) by ``@placeholder``, and every other word lower-cased, as in the CNN
-  corpus."""
+  corpus. ``fold_case``: a token matches a word of ``markers`` (whose keys are then
+  lower case) whatever its case, so ``In`` opening a sentence is the candidate
+  ``in``."""
   out = []
   for w in tokens:
+    key = w.lower() if fold_case else w
     if w == blank:
       out.append(PLACEHOLDER)
-    elif w in markers:
-      out.append(markers[w])
+    elif key in markers:
+      out.append(markers[key])
     else:
       out.append(w.lower())
   return tuple(out)
