@@ -206,6 +206,17 @@ def test_listed_candidates_restrict_the_prediction(answer_vocabulary):
   np.testing.assert_array_equal(metrics["error"], [1.0])
 
 
+def test_an_unanswerable_question_counts_as_an_error():
+  task, _ = task_and_model()
+  logits = np.zeros((3, ENT), np.float32)
+  logits[:, 4] = 1.0  # Every row predicts entity 4, the answer of each.
+  b = {"passage": np.full((3, 2), ENTITY_OFFSET + 4, np.int32),
+       "answer": np.array([4, 4, 4], np.int32),
+       "answerable": np.array([True, False, True])}
+  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b)
+  np.testing.assert_array_equal(metrics["error"], [0.0, 1.0, 0.0])
+
+
 def test_training_renames_only_the_entity_outputs_of_the_vocabulary():
   _, model = task_and_model(answer_vocabulary="vocabulary", dropout=0.0, embed_dropout=0.0)
   b = batch(2)

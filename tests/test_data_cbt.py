@@ -143,6 +143,42 @@ def test_context_sentences_keeps_the_last_ones_and_counts_the_unanswerable(tmp_p
     load(tmp_path, context_sentences=21)
 
 
+def test_an_evaluation_split_keeps_and_counts_its_unanswerable_questions(tmp_path):
+  anna = example("Anna", "then Ben smiled at XXXXX .")
+  cora = example("Cora", "then XXXXX smiled .")  # Cora is only in sentence 5.
+  # Its last two context sentences name no candidate: the most frequent candidate
+  # (all counts 0) is the first listed, Anna, the answer, but cannot be found.
+  no_names = cbt.CbtExample(anna.context[:18] + (("it", "rained", "."),) * 2, anna.query,
+                            "Anna", anna.candidates)
+  write(str(tmp_path / "cbt"), train=[anna, cora], valid=[anna, cora, cora],
+        test=[no_names])
+  ds = load(tmp_path, context_sentences=2)
+  assert ds.info["num_questions"] == {"train": 1, "validation": 3, "test": 1}
+  assert ds.info["unanswerable"] == {"train": 0, "validation": 2, "test": 1}
+  np.testing.assert_array_equal(ds.splits["validation"]["answerable"], [True, False, False])
+  np.testing.assert_array_equal(ds.splits["train"]["answerable"], [True])
+  assert ds.splits["validation"]["answer"].dtype == np.int32
+  # Anna (twice in sentences 19-20 against Ben once) is right on the first only.
+  assert ds.info["baselines"]["validation"]["most_frequent_candidate_accuracy"] == (
+      pytest.approx(1 / 3))
+  assert ds.info["baselines"]["test"]["most_frequent_candidate_accuracy"] == 0.0
+  assert ("validation: 3 questions (0 over the limits, 2 without the answer in the "
+          "passage kept and scored wrong)") in ds.notes
+  assert "train: 1 questions (0 over the limits, 1 without the answer in the passage dropped)" in ds.notes
+
+
+def test_an_evaluation_question_over_the_limits_is_cut_and_scored_wrong(tmp_path):
+  long_one = example("Anna", "then Ben smiled at XXXXX .")  # 3 * 16 + 16 = 64 tokens.
+  short = example(filler="it .")  # 2 * 16 + 4 + 3 + 4 + 5 tokens.
+  write(str(tmp_path / "cbt"), train=[short], valid=[long_one, short])
+  ds = load(tmp_path, max_passage_tokens=60)
+  a = ds.splits["validation"]
+  assert a["passage"].shape[1] == 60 and a["passage_length"].tolist() == [60, 48]
+  assert a["answerable"].tolist() == [False, True]
+  assert "validation: 2 questions (1 over the limits kept" in ds.notes
+  assert ds.info["unanswerable"]["validation"] == 1
+
+
 def test_question_window_keeps_the_words_around_the_blank(tmp_path):
   write(str(tmp_path / "cbt"), train=[example(query="a b then XXXXX smiled at Anna .")],
         valid=[example(query="XXXXX smiled .")])

@@ -108,14 +108,20 @@ def most_frequent_candidate(example: ClozeExample) -> str:
   return cands[best]
 
 
-def baselines(examples: Sequence[ClozeExample]) -> dict[str, float]:
-  """Accuracy of guessing the most frequent candidate of the passage, and chance,
-  the mean of 1 / (number of candidates)."""
+def baselines(examples: Sequence[ClozeExample],
+              answerable: Sequence[bool] | None = None) -> dict[str, float]:
+  """Accuracy of guessing the most frequent candidate of the passage (a question
+  not ``answerable`` counts as missed), and chance, the mean of 1 / (number of
+  candidates)."""
   if not examples:
     return {"most_frequent_candidate_accuracy": float("nan"),
             "chance_accuracy": float("nan")}
+  answerable = [True] * len(examples) if answerable is None else answerable
   return {
       "most_frequent_candidate_accuracy": float(np.mean(
-          [most_frequent_candidate(e) == e.answer for e in examples])),
-      "chance_accuracy": float(np.mean([1.0 / len(candidates(e)) for e in examples])),
+          [ok and most_frequent_candidate(e) == e.answer
+           for e, ok in zip(examples, answerable)])),
+      # A passage without entities (an unanswerable question) offers no guess.
+      "chance_accuracy": float(np.mean([1.0 / len(candidates(e)) if candidates(e)
+                                        else 0.0 for e in examples])),
   }
