@@ -205,19 +205,34 @@ def test_word_type_picks_the_files_and_the_layouts(tmp_path):
 
 
 def test_cbt_examples_by_hand():
-  # 20 context sentences naming Anna (twice), Ben and Cora, then a query naming Ben
-  # twice and Anna once: only Anna can be blanked. The context has 2 other entities,
-  # so 7 candidates come from the rest of the book (Dan .. Jo, never in the context).
-  sentences = [["Anna", "ran", "."], ["Ben", "sat", "."], ["Cora", "sang", "."],
-               ["Anna", "hid", "."]] + [["it", "rained", "."]] * 16
-  sentences += [["Ben", "saw", "Anna", "and", "Ben", "."]]
-  sentences += [[n, "left", "."] for n in NAMES[3:]]
-  # The later sentences ("Dan left .", ...) name no entity of their contexts.
+  # 20 context sentences naming Anna (twice) and Ben .. Ida, then a query naming Ben
+  # twice, Anna once and Jo once: only Anna can be blanked (Jo is not in the
+  # context). The 9 others, Ben .. Ida from the context and Jo from the query, are
+  # all the candidates there are.
+  sentences = [[n, "ran", "."] for n in NAMES[:9]] + [["Anna", "hid", "."]]
+  sentences += [["it", "rained", "."]] * 10
+  sentences += [["Ben", "saw", "Anna", "and", "Ben", "with", "Jo", "."]]
   (only,) = cloze_books.cbt_examples(sentences, frozenset(NAMES),
                                      np.random.default_rng(0))
   assert only.context == tuple(map(tuple, sentences[:20]))
-  assert only.query == ("Ben", "saw", "XXXXX", "and", "Ben", ".")
+  assert only.query == ("Ben", "saw", "XXXXX", "and", "Ben", "with", "Jo", ".")
   assert only.answer == "Anna" and only.candidates == tuple(sorted(NAMES))
+
+
+def test_cbt_examples_draw_candidates_from_the_context_and_the_query_only():
+  # Without Jo in the query, the passage offers 8 others: no question, though Jo is
+  # in the book (sentence 22); a candidate from outside would have filled the list.
+  sentences = [[n, "ran", "."] for n in NAMES[:9]] + [["it", "rained", "."]] * 11
+  sentences += [["then", "Anna", "hid", "."], ["Jo", "hid", "."]]
+  assert cloze_books.cbt_examples(sentences, frozenset(NAMES),
+                                  np.random.default_rng(0)) == []
+  # Eleven entities in the context: 9 of the 10 others, drawn at random.
+  extra = NAMES + ["Kit"]
+  sentences = [[n, "ran", "."] for n in extra] + [["it", "rained", "."]] * 9
+  sentences += [["then", "Anna", "hid", "."]]
+  drawn = {c for seed in range(20) for c in cloze_books.cbt_examples(
+      sentences, frozenset(extra), np.random.default_rng(seed))[0].candidates}
+  assert drawn == set(extra)
 
 
 def test_cbt_examples_skip_a_book_too_small_for_ten_candidates():
@@ -270,6 +285,7 @@ def test_cbt_books_writes_the_task_into_the_cache_and_reads_it_back(tmp_path):
       assert e.answer not in e.query and len(set(e.candidates)) == 10
       suffix = e.answer[-1]  # Every candidate is a character of the same book.
       assert all(c[-1] == suffix for c in e.candidates)
+      assert all(c in context or c in e.query for c in e.candidates)
   # Splits by book.
   books_of = {s: {e.answer[-1] for e in ex_} for s, ex_ in written.items()}
   assert len(books_of["validation"]) == len(books_of["test"]) == 1
@@ -311,10 +327,11 @@ def test_cbt_books_on_the_gutenberg_corpus(tmp_path):
                            "vocab_size": 10000, "max_passage_tokens": 1200,
                            "max_question_tokens": 120})
   sizes = ds.info["num_questions"]
-  # 17 books, one question per qualifying sentence: about 9.4k train, 1.9k
-  # validation, 4.6k test questions.
-  assert sizes["train"] > 9000 and sizes["validation"] > 1800 and sizes["test"] > 4500
+  # 17 books, one question per sentence whose context and query name 10 entities:
+  # 2,024 train questions (1,948 within the limits), 557 validation, 318 test.
+  assert sizes == {"train": 1948, "validation": 557, "test": 318}
+  assert ds.info["unanswerable"] == {"train": 0, "validation": 23, "test": 6}
   for base in ds.info["baselines"].values():
     assert base["chance_accuracy"] == pytest.approx(0.1)
-    assert 0.2 < base["most_frequent_candidate_accuracy"] < 0.5
+    assert 0.2 < base["most_frequent_candidate_accuracy"] < 0.25
   assert ds.splits["train"]["candidate_mask"].sum(1).min() == 10
