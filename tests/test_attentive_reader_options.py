@@ -59,14 +59,17 @@ def test_authors_initialisation():
         np.testing.assert_allclose(singular_values(block), 0.05, rtol=1e-5)
       assert not np.allclose(gate_blocks(kernel)[0], gate_blocks(kernel)[1])
     np.testing.assert_array_equal(layer["bias"], 0.0)
-    np.testing.assert_array_equal(p[lstm]["layer_0_init_1"], 0.0)
+    np.testing.assert_array_equal(p[f"{lstm}_initial_h"], 0.0)
   # Square W_d and V: 0.05 x orthogonal; W_q (ortho=False in the authors' code),
   # the readout, the logits and the embedding: Glorot-uniform; w: U(+-1/sqrt(A)).
   for name in ("att_passage", "att_bilinear"):
     np.testing.assert_allclose(singular_values(p[name]["kernel"]), 0.05, rtol=1e-5)
   assert_glorot(p["att_question"]["kernel"], 6, 6)
-  for name in ("out_context", "out_question", "out_mean"):
+  for name in ("out_context", "out_question"):
     assert_glorot(p[name]["kernel"], 6, 7)
+  assert "out_mean" not in p
+  _, earlier = task_and_model(readout_description_skip=True)
+  assert_glorot(params_of(earlier)["out_mean"]["kernel"], 6, 7)
   assert_glorot(p["logit"]["kernel"], 7, ENT)
   assert_glorot(p["embed"]["embedding"], V, 6)
   assert np.abs(p["att_score"]["kernel"]).max() <= 1 / np.sqrt(6)

@@ -95,7 +95,9 @@ class Task(BaseTask):
         attention_size=m.attention_size, readout_size=m.readout_size,
         dropout=m.dropout, embed_dropout=m.embed_dropout, bilinear=m.bilinear,
         permute_in_training=c.data.permute_entities,
-        answer_vocabulary=m.answer_vocabulary, inits=self.inits)
+        answer_vocabulary=m.answer_vocabulary, inits=self.inits,
+        readout_description_skip=m.readout_description_skip,
+        learn_initial_cell=m.learn_initial_cell)
 
   def model_inputs(self, batch):
     return (batch["passage"], batch["passage_length"], batch["question"],
