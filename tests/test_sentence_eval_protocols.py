@@ -40,6 +40,8 @@ def _sklearn(c, x, y, kiros=False):
 def _choose(x, y, splits, grid, kiros=False):
   scores = [np.mean([_sklearn(c, x[a], y[a], kiros).score(x[b], y[b]) for a, b in splits])
             for c in grid]
+  if not kiros:  # SentEval: round(100 * mean, 2) before the argmax.
+    scores = [round(100 * s, 2) for s in scores]
   return grid[int(np.argmax(scores))]
 
 
@@ -99,7 +101,7 @@ def test_trec_in_both_protocols_is_scikit_learns():
   train_x, train_y = x[60:], y[60:]
   # SentEval: multinomial, stratified shuffled folds.
   splits = list(StratifiedKFold(4, shuffle=True, random_state=1111).split(train_y, train_y))
-  c = _choose(train_x, train_y, splits, se.CLASSIFIER_C)
+  c = _choose(train_x, train_y, splits, se.TREC_C)
   ours = se.train_test(train_x, train_y, test_x, test_y, inner_folds=4)
   assert (ours.c, ours.accuracy) == (c, _sklearn(c, train_x, train_y).score(test_x, test_y))
   # Kiros: normalised, the training set shuffled, contiguous folds, one-vs-rest liblinear.
@@ -211,6 +213,38 @@ def test_evaluate_encoder_appends_eos_and_normalises_as_each_protocol_does(tmp_p
     assert calls[0] == eos[0] and set(calls[1:]) == {eos[1]}
   with pytest.raises(UserError, match="senteval, kiros"):
     se.evaluate_encoder(encode, ["mpqa"], str(tmp_path), protocol_name="authors")
+
+
+def test_trec_searches_senteval_s_kfold_grid(monkeypatch):
+  # KFoldClassifier's 2^-1 .. 2^5, not InnerKFoldClassifier's 2^-2 .. 2^3.
+  assert se.TREC_C == (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+  assert se.CLASSIFIER_C == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+  searched = []
+  monkeypatch.setattr(se, "_choose_c", lambda p, l, i, grid, rounded: searched.append(
+      (grid, rounded)) or len(grid) - 1)
+  x, y = _classes(n=90, classes=3, seed=8)
+  assert se.train_test(x[:60], y[:60], x[60:], y[60:], inner_folds=3).c == 32.0
+  assert se.nested_cross_validation(x, y % 2, folds=2, inner_folds=2)[0].c == 8.0
+  assert searched[0] == (se.TREC_C, True) and searched[1] == (se.CLASSIFIER_C, True)
+
+
+def test_senteval_rows_are_sorted_by_length_then_label():
+  sentences = [["a", "b"], ["c"], ["d"], ["e", "f"], [], ["g"]]
+  labels = np.array([1, 1, 0, 0, 0, 1])
+  # Keys (2,1) (1,1) (1,0) (2,0) (0,0) (1,1): ties (1,1) keep their file order.
+  np.testing.assert_array_equal(se.sorted_rows(sentences, labels), [4, 2, 1, 5, 3, 0])
+
+
+def test_senteval_rounds_the_inner_means_before_choosing_c():
+  # One inner fold of 40,000 rows: C0 right on 20,000 (50.00%), C1 on 20,001
+  # (50.0025%). Rounded to two decimals they tie and the first C wins.
+  labels = np.zeros(40_000, np.int64)
+  predicted = np.ones((40_000, 1, 2), np.int64)
+  predicted[:20_000, 0, 0] = 0
+  predicted[:20_001, 0, 1] = 0
+  inner = [(np.arange(0), np.arange(40_000))]
+  assert se._choose_c(predicted, labels, inner, (1.0, 2.0), rounded=True) == 0
+  assert se._choose_c(predicted, labels, inner, (1.0, 2.0), rounded=False) == 1
 
 
 def test_kiros_features_are_l2_normalised():

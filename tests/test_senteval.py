@@ -22,10 +22,27 @@ def test_binary_task_reads_both_files_label_one_first_latin1_and_blank_lines(tmp
   write(tmp_path / "senteval" / "rt-polarity.pos", "A Good film .\n\ncaf\xe9 \x85 fine\n",
         "latin-1")
   write(tmp_path / "senteval" / "rt-polarity.neg", "bad one\n")
-  data = senteval.read_binary(str(tmp_path), "mr")
+  data = senteval.read_binary(str(tmp_path), "mr", senteval_rows=False)
   # Latin-1 \x85 does not break the line (it separates words); blank lines are skipped.
   assert data.sentences == [["a", "good", "film", "."], ["caf\xe9", "fine"], ["bad", "one"]]
   np.testing.assert_array_equal(data.labels, [1, 1, 0])
+  # SentEval's rows: Latin-1 split by splitlines(), so \x85 ends a row, and the
+  # blank line is a row of no words; UTF-8 "\xe9" is read as two Latin-1 letters,
+  # lower-cased ("\xc3" -> "\xe3").
+  write(tmp_path / "senteval" / "rt-polarity.neg", "bad caf\xe9\x0cone\r\n")
+  data = senteval.read_binary(str(tmp_path), "mr")
+  assert data.sentences == [["a", "good", "film", "."], [], ["caf\xe9"], ["fine"],
+                            ["bad", "caf\xe3\xa9"], ["one"]]
+  np.testing.assert_array_equal(data.labels, [1, 1, 1, 1, 0, 0])
+
+
+@pytest.mark.real_data("senteval", "rt-polarity.pos")
+def test_senteval_rows_of_the_public_files_are_senteval_s():
+  rows = {t: len(senteval.read_binary(None, t).labels) for t in senteval.BINARY_FILES}
+  assert rows == {"mr": 10685, "cr": 3775, "subj": 10021, "mpqa": 10606}
+  lines = {t: len(senteval.read_binary(None, t, senteval_rows=False).labels)
+           for t in senteval.BINARY_FILES}
+  assert lines == {"mr": 10662, "cr": 3771, "subj": 10000, "mpqa": 10603}
 
 
 def test_trec_coarse_labels_and_malformed_line(tmp_path):

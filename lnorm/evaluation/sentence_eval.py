@@ -70,8 +70,10 @@ from lnorm.evaluation import linear_models
 from lnorm.data import senteval
 from lnorm.errors import UserError
 
-#: SentEval's grid of C for scikit-learn (tools/validation.py).
+#: SentEval's grids of C for scikit-learn (tools/validation.py): InnerKFoldClassifier's
+#: for MR, CR, SUBJ, MPQA; KFoldClassifier's for TREC.
 CLASSIFIER_C = tuple(2.0 ** t for t in range(-2, 4))
+TREC_C = tuple(2.0 ** t for t in range(-1, 6))
 #: The L2 strengths the SICK trial set chooses from.
 RELATEDNESS_C = tuple(2.0 ** t for t in range(-4, 7))
 SEED = 1111  # SentEval's fold seed.
@@ -96,21 +98,28 @@ def _quiet(_: str) -> None:
 class Protocol:
   """What differs between the two published evaluation protocols."""
   name: str
-  grid: tuple[float, ...]  # C of the classification tasks.
+  grid: tuple[float, ...]  # C of MR, CR, SUBJ, MPQA.
+  trec_grid: tuple[float, ...]  # C of TREC.
   normalize: bool  # L2-normalise the sentence vectors.
   penalize_intercept: bool  # liblinear's intercept, penalised like a weight.
   multiclass: str  # linear_models loss for TREC: multinomial or one-vs-rest (binary).
   shuffled_folds: bool  # Stratified, shuffled folds (SentEval) or contiguous ones.
   seed: int
+  #: SentEval's habits: rows sorted by (length, label) before the folds are drawn
+  #: (``sorted_rows``), and accuracies in percent rounded to two decimals, the
+  #: inner-fold means before C is chosen (``rounded``).
+  sorted_rows: bool = False
+  rounded: bool = False
 
   def append_eos(self, task: str) -> bool:
     return self.name == "senteval" or task == "sick"
 
 
 PROTOCOLS = {
-    "senteval": Protocol("senteval", CLASSIFIER_C, normalize=False, penalize_intercept=False,
-                         multiclass="multinomial", shuffled_folds=True, seed=SEED),
-    "kiros": Protocol("kiros", KIROS_C, normalize=True, penalize_intercept=True,
+    "senteval": Protocol("senteval", CLASSIFIER_C, TREC_C, normalize=False,
+                         penalize_intercept=False, multiclass="multinomial",
+                         shuffled_folds=True, seed=SEED, sorted_rows=True, rounded=True),
+    "kiros": Protocol("kiros", KIROS_C, KIROS_C, normalize=True, penalize_intercept=True,
                       multiclass="binary", shuffled_folds=False, seed=KIROS_SEED),
 }
 
@@ -184,14 +193,31 @@ def _accuracy(predicted: np.ndarray, labels: np.ndarray) -> float:
   return float(np.mean(predicted == labels))
 
 
-def _choose_c(predicted: np.ndarray, labels: np.ndarray, inner, grid) -> int:
+def sorted_rows(sentences: Sequence[Sequence[str]], labels) -> np.ndarray:
+  """The row order SentEval evaluates in: by (length, label), ties in file order
+  (Python's stable ``sorted``). Its folds are drawn over this order."""
+  labels = np.asarray(labels)
+  return np.asarray(sorted(range(len(labels)),
+                           key=lambda i: (len(sentences[i]), int(labels[i]))), np.int64)
+
+
+def _choose_c(predicted: np.ndarray, labels: np.ndarray, inner, grid,
+              rounded: bool = False) -> int:
   """Index of the C with the best mean inner-fold accuracy (the first of equals, as
   numpy's argmax in both protocols' code); ``predicted`` [n, G, C], fit i trained
-  without ``inner[i][1]``."""
+  without ``inner[i][1]``. ``rounded``: SentEval's ``round(100 * mean, 2)`` first,
+  so means within 0.005 points tie and the smaller C wins."""
   scores = [np.mean(np.array([_accuracy(predicted[test, i, c], labels[test])
                               for i, (_, test) in enumerate(inner)]))
             for c in range(len(grid))]
+  if rounded:
+    scores = [round(100 * s, 2) for s in scores]
   return int(np.argmax(scores))
+
+
+def _percent(accuracy: float, proto: Protocol) -> float:
+  """An accuracy in percent, rounded to two decimals as SentEval reports it."""
+  return round(100 * accuracy, 2) if proto.rounded else 100 * accuracy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,7 +233,7 @@ def _search_and_refit(proto, design, labels, num_classes, train, test, inner_fol
   inner = [(train[a], train[b]) for a, b in _splits(proto, labels[train], inner_folds)]
   predicted = _fit_groups(proto, design, labels, num_classes, [a for a, _ in inner] + [train],
                           grid)
-  c = _choose_c(predicted, labels, inner, grid)
+  c = _choose_c(predicted, labels, inner, grid, proto.rounded)
   return Fold(grid[c], _accuracy(predicted[test, len(inner), c], labels[test]))
 
 
@@ -220,9 +246,12 @@ def _prepare(features, proto: Protocol) -> np.ndarray:
 
 
 def cross_validated_accuracy(features, labels, **kwargs) -> float:
-  """Mean test accuracy (percent) of :func:`nested_cross_validation`."""
-  return 100.0 * float(np.mean([f.accuracy for f in nested_cross_validation(
+  """Mean test accuracy (percent) of :func:`nested_cross_validation`; under SentEval's
+  protocol each fold's and the mean rounded to two decimals, as SentEval does."""
+  proto = protocol(kwargs.get("protocol_name", "senteval"))
+  mean = float(np.mean([_percent(f.accuracy, proto) for f in nested_cross_validation(
       features, labels, **kwargs)]))
+  return round(mean, 2) if proto.rounded else mean
 
 
 def nested_cross_validation(features, labels, *, folds: int = 10, inner_folds: int = 10,
@@ -249,17 +278,19 @@ def nested_cross_validation(features, labels, *, folds: int = 10, inner_folds: i
 
 
 def train_test_accuracy(train_x, train_y, test_x, test_y, **kwargs) -> float:
-  """Test accuracy (percent) of :func:`train_test`."""
-  return 100.0 * train_test(train_x, train_y, test_x, test_y, **kwargs).accuracy
+  """Test accuracy (percent) of :func:`train_test` (rounded as SentEval under its
+  protocol)."""
+  proto = protocol(kwargs.get("protocol_name", "senteval"))
+  return _percent(train_test(train_x, train_y, test_x, test_y, **kwargs).accuracy, proto)
 
 
 def train_test(train_x, train_y, test_x, test_y, *, inner_folds: int = 10,
                protocol_name: str = "senteval", grid: Sequence[float] | None = None,
                log: Log = _quiet) -> Fold:
   """The C chosen by cross-validation on the training set, and the test accuracy of
-  the classifier refit on all of it."""
+  the classifier refit on all of it (TREC: C from the protocol's ``trec_grid``)."""
   proto = protocol(protocol_name)
-  grid = tuple(grid or proto.grid)
+  grid = tuple(grid or proto.trec_grid)
   train_x, test_x = _prepare(train_x, proto), _prepare(test_x, proto)
   train_y, test_y = np.asarray(train_y).astype(np.int64), np.asarray(test_y).astype(np.int64)
   if not proto.shuffled_folds:  # eval_trec.py shuffles the training questions.
@@ -387,6 +418,14 @@ def _encoded(encode: Encoder, sentences, proto: Protocol, task: str, progress) -
   return np.asarray(encode(sentences, append_eos=proto.append_eos(task)))
 
 
+def _in_protocol_order(data: senteval.Classification,
+                       proto: Protocol) -> senteval.Classification:
+  if not proto.sorted_rows:
+    return data
+  order = sorted_rows(data.sentences, data.labels)
+  return senteval.Classification([data.sentences[i] for i in order], data.labels[order])
+
+
 def evaluate_encoder(encode: Encoder, tasks: Sequence[str], data_dir: str | None, *,
                      protocol_name: str = "senteval", folds: int = 10, inner_folds: int = 10,
                      log: Log = _quiet) -> dict[str, float]:
@@ -394,6 +433,7 @@ def evaluate_encoder(encode: Encoder, tasks: Sequence[str], data_dir: str | None
   ``protocol_name``. Keys: ``sick_pearson``, ``sick_spearman``, ``sick_mse``,
   ``<task>_accuracy`` (percent) for mr, cr, subj, mpqa and trec."""
   tasks, proto = task_names(tasks), protocol(protocol_name)
+  tokenize = senteval.tokens
   results = {}
   for task in tasks:
     progress = _Progress(task, log)
@@ -406,13 +446,15 @@ def evaluate_encoder(encode: Encoder, tasks: Sequence[str], data_dir: str | None
       scores = score(splits["train"], splits["trial"], splits["test"], log=progress)
       results.update({f"sick_{k}": scores[k] for k in ("pearson", "spearman", "mse")})
     elif task == "trec":
-      data = senteval.read_trec(data_dir)
+      data = {s: _in_protocol_order(d, proto)
+              for s, d in senteval.read_trec(data_dir, tokenize=tokenize).items()}
       results["trec_accuracy"] = train_test_accuracy(
           _encoded(encode, data["train"].sentences, proto, task, progress), data["train"].labels,
           _encoded(encode, data["test"].sentences, proto, task, progress), data["test"].labels,
           inner_folds=inner_folds, protocol_name=proto.name, log=progress)
     else:
-      data = senteval.read_binary(data_dir, task)
+      data = _in_protocol_order(senteval.read_binary(
+          data_dir, task, senteval_rows=proto.name == "senteval", tokenize=tokenize), proto)
       results[f"{task}_accuracy"] = cross_validated_accuracy(
           _encoded(encode, data.sentences, proto, task, progress), data.labels, folds=folds,
           inner_folds=inner_folds, protocol_name=proto.name,
