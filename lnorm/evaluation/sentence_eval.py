@@ -37,8 +37,8 @@ authors' own ``eval_*.py`` scripts (Kiros et al. 2015, ``protocol="kiros"``).
 * SICK: the training pairs are shuffled (seed 1234); a softmax regression on the
   soft targets is trained by Adam (Keras's defaults then: lr 1e-3, batch 128, the
   pairs in order) in rounds of 100 epochs; after each round the trial set's
-  Pearson r decides: training stops at the first round that does not improve it and
-  the best round's model is kept.
+  Pearson r decides: training stops at the first round that does not improve it
+  (no cap on the rounds) and the best round's model is kept.
 * Not reproduced: their vocabulary expansion (words outside the encoder's
   vocabulary mapped in through a linear map from word2vec vectors), which needs the
   GoogleNews word2vec vectors; here such words are the encoder's OOV token. MSRP
@@ -82,7 +82,6 @@ KIROS_C = tuple(2.0 ** t for t in range(0, 9))
 KIROS_SEED = 1234
 #: Keras's defaults in 2015 and eval_sick.py's rounds.
 KIROS_SICK_ADAM = {"learning_rate": 1e-3, "batch_size": 128, "epochs_per_round": 100}
-KIROS_SICK_MAX_ROUNDS = 100
 #: The label of the file eval_classification.py's loaders read first (1: the
 #: positive file; SUBJ's is the objective ``plot`` file, label 0 here).
 KIROS_FIRST_CLASS = {"subj": 0}
@@ -382,10 +381,12 @@ def relatedness(train: tuple, trial: tuple, test: tuple, *,
 
 
 def relatedness_kiros(train: tuple, trial: tuple, test: tuple, *, seed: int = KIROS_SEED,
-                      max_rounds: int = KIROS_SICK_MAX_ROUNDS, log: Log = _quiet
+                      max_rounds: int | None = None, log: Log = _quiet
                       ) -> dict[str, float]:
   """eval_sick.py's protocol on (u, v, scores) triples; u and v are L2-normalised
-  here. Returns test ``pearson``, ``spearman``, ``mse`` and the number of ``epochs``."""
+  here. Rounds go on until one does not improve the trial Pearson r, without a cap,
+  as in the script (``max_rounds``: a cap for tests only). Returns test ``pearson``,
+  ``spearman``, ``mse`` and the number of ``epochs``."""
   proto = PROTOCOLS["kiros"]
   features = lambda split: pair_features(_prepare(split[0], proto), _prepare(split[1], proto))
   order = sklearn_shuffle(np.arange(len(train[2])), random_state=seed)
@@ -401,7 +402,7 @@ def relatedness_kiros(train: tuple, trial: tuple, test: tuple, *, seed: int = KI
     if not r > best_r:
       break
     best_r, best, epochs = r, params, number * KIROS_SICK_ADAM["epochs_per_round"]
-    if number == max_rounds:
+    if max_rounds is not None and number == max_rounds:
       break
   predicted = expected_class(linear_models.softmax_logits(best, test_x))
   return {**_scores(predicted, test[2]), "epochs": float(epochs)}
