@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from lnorm.evaluation import linear_models
 from lnorm.evaluation import sentence_eval as se
 from lnorm.data import core
 from lnorm.data import senteval
@@ -137,7 +138,9 @@ def test_relatedness_recovers_a_linear_score_and_not_noise():
     return u, v, scores
 
   result = se.relatedness(split(300), split(100), split(200))
-  assert result["pearson"] > 0.97 and result["spearman"] > 0.95 and result["mse"] < 0.1
+  # SentEval's slow regression (lr 1e-3, 5 batches an epoch) reaches its 21-round cap.
+  assert result["pearson"] > 0.93 and result["spearman"] > 0.93 and result["mse"] < 0.25
+  assert result["epochs"] == 1050.0
   noise = lambda n: (rng.normal(size=(n, 4)), rng.normal(size=(n, 4)), rng.uniform(1, 5, n))
   assert abs(se.relatedness(noise(300), noise(100), noise(300))["pearson"]) < 0.2
 
@@ -146,12 +149,17 @@ def test_relatedness_metrics_are_scipy_s(monkeypatch):
   rng = np.random.default_rng(3)
   u, v = rng.normal(size=(50, 3)), rng.normal(size=(50, 3))
   scores = rng.uniform(1, 5, 50)
-  model = se.SoftTargetRegression(1.0).fit(se.pair_features(u, v), scores)
-  predicted = model.predict(se.pair_features(u, v))
+  w, b = rng.normal(size=(6, 5)), rng.normal(size=5)
+  monkeypatch.setattr(linear_models, "softmax_mse_rounds", lambda *a, **k: iter([(w, b)]))
+  result = se.relatedness((u, v, scores), (u, v, scores), (u, v, scores))
+  logits = se.pair_features(u, v) @ w + b
+  p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+  predicted = p @ np.arange(1, 6)
   assert np.all((predicted >= 1) & (predicted <= 5))
-  result = se.relatedness((u, v, scores), (u, v, scores), (u, v, scores), grid=(1.0,))
   np.testing.assert_allclose(result["pearson"], stats.pearsonr(predicted, scores)[0])
+  np.testing.assert_allclose(result["spearman"], stats.spearmanr(predicted, scores)[0])
   np.testing.assert_allclose(result["mse"], np.mean((predicted - scores) ** 2))
+  assert result["epochs"] == 50.0
 
 
 def test_evaluate_encoder_on_fixture_files_with_a_perfect_encoder(tmp_path):

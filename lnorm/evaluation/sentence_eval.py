@@ -2,25 +2,46 @@
 SentEval's (Conneau & Kiela 2018; the default) and the one of the skip-thoughts
 authors' own ``eval_*.py`` scripts (Kiros et al. 2015, ``protocol="kiros"``).
 
-``senteval`` (SentEval's scikit-learn settings):
+``senteval`` (SentEval's scikit-learn settings, ``senteval/tools/validation.py``,
+``relatedness.py`` and the task readers):
 
+* The rows: MR, CR, SUBJ, MPQA as SentEval reads them (Latin-1, ``splitlines()``,
+  empty rows kept: lnorm.data.senteval), every task's rows sorted by (length, label)
+  (SICK's pairs by the lengths of both sentences, then the score) before folds or
+  epochs are drawn over them, as SentEval sorts them to batch its encoder.
 * MR, CR, SUBJ, MPQA (:func:`cross_validated_accuracy`): 10-fold cross-validation;
   in each fold the L2 strength C in {2^-2, ..., 2^3} is chosen by an inner 10-fold
   cross-validation on the training folds, then the classifier is refit on all of
-  them; the result is the mean test-fold accuracy, in percent. Folds are stratified
-  and shuffled with seed 1111, outer and inner; the classifier is scikit-learn's
-  ``LogisticRegression`` (L2 penalty, unpenalised intercept, multinomial for more
-  than two classes).
-* TREC (:func:`train_test_accuracy`): C chosen by the same inner cross-validation on
-  the training file, refit on all of it, accuracy on the test file.
+  them. Folds are stratified and shuffled with seed 1111, outer and inner; the
+  classifier is scikit-learn's ``LogisticRegression`` (L2 penalty, unpenalised
+  intercept, multinomial for more than two classes). As in SentEval, the inner
+  means are rounded to two decimals (in percent) before the first best C is taken,
+  and so are each fold's test accuracy and their mean, the result.
+* TREC (:func:`train_test_accuracy`): SentEval's ``KFoldClassifier``: C in
+  {2^-1, ..., 2^5} chosen by the same (rounded) cross-validation on the training
+  file, refit on all of it, accuracy on the test file.
 * SICK relatedness (:func:`relatedness`): features ``[|u - v|, u * v]``; the target
   score y in [1, 5] becomes Tai et al.'s (2015) distribution over the classes
-  1..5 (p_floor(y) = floor(y) - y + 1, p_floor(y)+1 = y - floor(y)); a multinomial
-  logistic regression fits those soft targets; the prediction is the expected
-  class. The trial set chooses the L2 strength from {2^-4, ..., 2^6} (SentEval
-  stops an Adam-trained regression early on it instead: the same role, with a
-  deterministic solver). Pearson r, Spearman rho and MSE on the test pairs.
+  1..5 (p_floor(y) = floor(y) - y + 1, p_floor(y)+1 = y - floor(y)); SentEval's
+  ``RelatednessPytorch``: a linear layer and a softmax fit to those distributions
+  by the squared error, Adam (lr 1e-3) on minibatches of 64 in 50-epoch rounds
+  (:func:`lnorm.evaluation.linear_models.softmax_mse_rounds`); the round with the
+  best trial Pearson r is kept, and the 4th round that does not beat it (counted
+  over the run) ends training, as does passing 1,000 epochs. The prediction is the
+  expected class; Pearson r, Spearman rho and MSE on the test pairs.
 * Sentences are encoded as in training, each followed by EOS.
+
+What is exact and what is not. The logistic regressions are solved to their
+minimiser (below), which SentEval's scikit-learn does not reach: its defaults stop
+``lbfgs`` at 100 iterations, short of it on sentence vectors. The folds, the grid,
+the rounding and the choice rule are SentEval's, so with the minimiser the chosen C
+and accuracies are those of SentEval run to convergence; against SentEval as it
+runs (``LogisticRegression(C)``, 100 iterations) they differ: on one MR feature
+set, C differed in 8 of the 10 folds and the mean accuracy by 0.27 points. SICK's
+regression is stochastic in both: the epoch order is SentEval's NumPy permutations
+exactly, the starting weights are drawn by JAX, not by PyTorch's generator, so its
+scores match SentEval's in distribution, not digit for digit (PyTorch's own runs
+differ between seeds by a similar amount).
 
 ``kiros`` (``eval_classification.py``, ``eval_trec.py``, ``eval_sick.py`` and
 ``tools.encode`` of ryankiros/skip-thoughts):
@@ -48,10 +69,10 @@ Both protocols' logistic regressions are solved by :mod:`lnorm.evaluation.linear
 inner folds and C values of one outer fold, with the refits for every C, in one
 batched solve. They reach scikit-learn's minimiser (to 1e-6 of the largest possible
 gradient, 100 times tighter than scikit-learn's default), so they choose the same C
-and score the same accuracies (tests/test_sentence_eval_protocols.py checks that
-against scikit-learn). scikit-learn's own solver, stopped at a few hundred
-iterations as the protocols' code stops it, can end short of that minimiser; then
-a prediction on the boundary may differ, by one sentence in a fold.
+and score the same accuracies as scikit-learn solved to convergence
+(tests/test_sentence_eval_protocols.py checks that, fold by fold). They do not
+reproduce a solver stopped short, as SentEval's 100 ``lbfgs`` iterations stop it
+(above).
 """
 
 from __future__ import annotations
@@ -74,9 +95,14 @@ from lnorm.errors import UserError
 #: for MR, CR, SUBJ, MPQA; KFoldClassifier's for TREC.
 CLASSIFIER_C = tuple(2.0 ** t for t in range(-2, 4))
 TREC_C = tuple(2.0 ** t for t in range(-1, 6))
-#: The L2 strengths the SICK trial set chooses from.
-RELATEDNESS_C = tuple(2.0 ** t for t in range(-4, 7))
 SEED = 1111  # SentEval's fold seed.
+#: SentEval's SICK regression (tools/relatedness.py): Adam with PyTorch's defaults,
+#: batch 64, 50-epoch rounds; the 4th round that does not beat the best trial r
+#: stops it, and so does the epoch count passing 1,000 (``while nepoch <= 1000``:
+#: at most 21 rounds).
+SENTEVAL_SICK = {"learning_rate": 1e-3, "batch_size": 64, "epochs_per_round": 50}
+SENTEVAL_SICK_PATIENCE = 4
+SENTEVAL_SICK_MAX_ROUNDS = 21
 #: Kiros et al.'s grid of C (``scan`` in eval_classification.py and eval_trec.py).
 KIROS_C = tuple(2.0 ** t for t in range(0, 9))
 KIROS_SEED = 1234
@@ -334,50 +360,63 @@ def expected_class(logits) -> np.ndarray:
   return (p / p.sum(-1, keepdims=True)) @ np.arange(1, logits.shape[-1] + 1)
 
 
-def _fit_soft(train_x, scores, x, grid) -> np.ndarray:
-  """Expected class [n, C] of the rows ``x`` under the soft-target regressions
-  trained on ``train_x`` with each C of ``grid``."""
-  solution = linear_models.fit(linear_models.design(train_x), soft_targets(scores),
-                               np.ones((len(train_x), 1)), 1.0 / np.asarray(grid),
-                               loss="multinomial")
-  _warn_unless_converged(solution)
-  logits = np.einsum("nd,cdk->nck", np.asarray(x, np.float64), solution.coef[0])
-  return expected_class(logits + solution.intercept[0])
-
-
-class SoftTargetRegression:
-  """Multinomial logistic regression on soft targets over classes 1..K, predicting
-  the expected class."""
-
-  def __init__(self, c: float):
-    self.c = c
-
-  def fit(self, x, scores) -> "SoftTargetRegression":
-    self._train_x, self._train_scores = np.asarray(x, np.float64), np.asarray(scores)
-    return self
-
-  def predict(self, x) -> np.ndarray:
-    return _fit_soft(self._train_x, self._train_scores, x, (self.c,))[:, 0]
-
-
 def _scores(predicted, target) -> dict[str, float]:
   return {"pearson": float(stats.pearsonr(predicted, target)[0]),
           "spearman": float(stats.spearmanr(predicted, target)[0]),
           "mse": float(np.mean((predicted - target) ** 2))}
 
 
-def relatedness(train: tuple, trial: tuple, test: tuple, *,
-                grid: Sequence[float] = RELATEDNESS_C, log: Log = _quiet) -> dict[str, float]:
-  """SentEval's protocol. Each argument is ``(u, v, scores)``. Returns test
-  ``pearson``, ``spearman``, ``mse`` and the chosen ``c``."""
-  log(f"{len(grid)} soft-target regressions on {len(train[2])} pairs")
-  held_out = np.concatenate([pair_features(trial[0], trial[1]), pair_features(test[0], test[1])])
-  predicted = _fit_soft(pair_features(train[0], train[1]), train[2], held_out, grid)
-  trial_predicted, test_predicted = predicted[:len(trial[2])], predicted[len(trial[2]):]
-  r = [stats.pearsonr(trial_predicted[:, c], trial[2])[0] for c in range(len(grid))]
-  best = int(np.argmax(r))
-  log(f"C={grid[best]:g} by the trial pairs' Pearson r {r[best]:.4f}")
-  return {**_scores(test_predicted[:, best], test[2]), "c": float(grid[best])}
+@dataclasses.dataclass(frozen=True)
+class EarlyStop:
+  """Which round of a regression trained in rounds the trial set keeps."""
+  params: object  # The kept round's model.
+  round: int  # Its number, from 1.
+  trial_pearson: float
+  rounds_run: int
+
+
+def best_round(rounds, trial_pearson: Callable[[object], float], *, patience: int,
+               max_rounds: int | None = None, log: Log = _quiet) -> EarlyStop:
+  """Runs ``rounds`` (an iterator of models) until the ``patience``-th round that
+  does not beat the best trial Pearson r so far (counted over the whole run, never
+  reset: SentEval's ``early_stop_count``), or ``max_rounds``. A NaN r counts as 0,
+  as SentEval's. Kiros et al.'s rule is ``patience=1`` without a cap."""
+  best, misses, number = None, 0, 0
+  for number, params in enumerate(rounds, start=1):
+    r = float(trial_pearson(params))
+    r = 0.0 if np.isnan(r) else r
+    log(f"round {number}: trial Pearson r {r:.4f}")
+    if best is None or r > best.trial_pearson:
+      best = EarlyStop(params, number, r, number)
+    else:
+      misses += 1
+      if misses >= patience:
+        break
+    if max_rounds is not None and number >= max_rounds:
+      break
+  return dataclasses.replace(best, rounds_run=number)
+
+
+def relatedness(train: tuple, trial: tuple, test: tuple, *, seed: int = SEED,
+                log: Log = _quiet) -> dict[str, float]:
+  """SentEval's protocol (``RelatednessPytorch``). Each argument is ``(u, v,
+  scores)``, the pairs in SentEval's order (sorted by the lengths of both sentences,
+  then the score). Returns test ``pearson``, ``spearman``, ``mse``, and the
+  ``epochs`` of the kept model."""
+  features = lambda split: pair_features(split[0], split[1])
+  train_x, trial_x, test_x = features(train), features(trial), features(test)
+  log(f"linear softmax by squared error on {len(train[2])} pairs, "
+      f"{SENTEVAL_SICK['epochs_per_round']}-epoch rounds")
+  rounds = linear_models.softmax_mse_rounds(train_x, soft_targets(train[2]), seed=seed,
+                                            **SENTEVAL_SICK)
+  predict = lambda params, x: linear_models.softmax_probabilities(params, x) @ np.arange(1, 6)
+  kept = best_round(rounds, lambda params: stats.pearsonr(predict(params, trial_x), trial[2])[0],
+                    patience=SENTEVAL_SICK_PATIENCE, max_rounds=SENTEVAL_SICK_MAX_ROUNDS,
+                    log=log)
+  epochs = kept.round * SENTEVAL_SICK["epochs_per_round"]
+  log(f"kept round {kept.round} of {kept.rounds_run} ({epochs} epochs): trial Pearson r "
+      f"{kept.trial_pearson:.4f}")
+  return {**_scores(predict(kept.params, test_x), test[2]), "epochs": float(epochs)}
 
 
 def relatedness_kiros(train: tuple, trial: tuple, test: tuple, *, seed: int = KIROS_SEED,
@@ -393,17 +432,10 @@ def relatedness_kiros(train: tuple, trial: tuple, test: tuple, *, seed: int = KI
   train_x, trial_x, test_x = features(train)[order], features(trial), features(test)
   rounds = linear_models.adam_softmax_rounds(
       train_x, soft_targets(train[2][order]), seed=seed, **KIROS_SICK_ADAM)
-  best_r, best, epochs = -np.inf, None, 0
-  for number, params in enumerate(rounds, start=1):
-    r = stats.pearsonr(expected_class(linear_models.softmax_logits(params, trial_x)),
-                       trial[2])[0]
-    log(f"round {number} ({number * KIROS_SICK_ADAM['epochs_per_round']} epochs): "
-        f"trial Pearson r {r:.4f}")
-    if not r > best_r:
-      break
-    best_r, best, epochs = r, params, number * KIROS_SICK_ADAM["epochs_per_round"]
-    if max_rounds is not None and number == max_rounds:
-      break
+  trial_r = lambda params: stats.pearsonr(
+      expected_class(linear_models.softmax_logits(params, trial_x)), trial[2])[0]
+  kept = best_round(rounds, trial_r, patience=1, max_rounds=max_rounds, log=log)
+  best, epochs = kept.params, kept.round * KIROS_SICK_ADAM["epochs_per_round"]
   predicted = expected_class(linear_models.softmax_logits(best, test_x))
   return {**_scores(predicted, test[2]), "epochs": float(epochs)}
 
@@ -427,6 +459,18 @@ def _in_protocol_order(data: senteval.Classification,
   return senteval.Classification([data.sentences[i] for i in order], data.labels[order])
 
 
+def _pairs_in_protocol_order(data: senteval.Relatedness,
+                             proto: Protocol) -> senteval.Relatedness:
+  """SICK's pairs; SentEval's sorted by (length of A, length of B, score): the
+  order its training epochs permute."""
+  if not proto.sorted_rows:
+    return data
+  order = sorted(range(len(data.scores)), key=lambda i: (
+      len(data.first[i]), len(data.second[i]), float(data.scores[i])))
+  return senteval.Relatedness([data.first[i] for i in order], [data.second[i] for i in order],
+                              data.scores[order])
+
+
 def evaluate_encoder(encode: Encoder, tasks: Sequence[str], data_dir: str | None, *,
                      protocol_name: str = "senteval", folds: int = 10, inner_folds: int = 10,
                      log: Log = _quiet) -> dict[str, float]:
@@ -439,7 +483,8 @@ def evaluate_encoder(encode: Encoder, tasks: Sequence[str], data_dir: str | None
   for task in tasks:
     progress = _Progress(task, log)
     if task == "sick":
-      data = senteval.read_sick(data_dir)
+      data = {s: _pairs_in_protocol_order(d, proto)
+              for s, d in senteval.read_sick(data_dir, tokenize=tokenize).items()}
       splits = {s: (_encoded(encode, d.first, proto, task, progress),
                     _encoded(encode, d.second, proto, task, progress), d.scores)
                 for s, d in data.items()}
