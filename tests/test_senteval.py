@@ -74,6 +74,33 @@ def test_sick_reader_and_its_errors(tmp_path):
     senteval.read_sick(str(tmp_path))
 
 
+def test_kiros_tokenizer_by_hand():
+  tokenize = senteval.kiros_tokenizer(split_sentences=lambda line: [line])
+  # Treebank rules: contractions, quotes, currency; lower-cased after.
+  assert tokenize('The movie wasn\'t "good" , I cannot say it costs $5.50...') == [
+      "the", "movie", "was", "n't", "``", "good", "''", ",", "i", "can", "not", "say",
+      "it", "costs", "$", "5.50", "..."]
+  # punkt's trained model keeps "Mr." whole (here: a splitter that does not split).
+  assert tokenize("Mr. Smith can't go.") == ["mr.", "smith", "ca", "n't", "go", "."]
+
+
+def test_kiros_tokenizer_without_punkt_s_model(monkeypatch, caplog):
+  import nltk  # pylint: disable=g-import-not-at-top
+
+  def missing(name):
+    raise LookupError(name)
+
+  monkeypatch.setattr(nltk.data, "find", missing)
+  fallback = senteval.kiros_tokenizer()
+  assert "punkt model (tokenizers/punkt_tab/english/) is not installed" in caplog.text
+  # The untrained splitter ends a sentence at "Mr.": "mr ." instead of "mr.".
+  assert fallback("Mr. Smith can't go. He left !") == [
+      "mr", ".", "smith", "ca", "n't", "go", ".", "he", "left", "!"]
+  # Already tokenised text (the benchmark files) keeps its tokens.
+  assert fallback("it was n't good . it was great !") == [
+      "it", "was", "n't", "good", ".", "it", "was", "great", "!"]
+
+
 def test_missing_files_say_where_lnorm_looked(tmp_path):
   with pytest.raises(core.DatasetNotFoundError, match="custrev.pos") as e:
     senteval.read_binary(str(tmp_path), "cr")

@@ -13,8 +13,10 @@ Layout under the data directory (``<data_dir>/senteval/`` or ``<data_dir>/``):
         SICK_test_annotated.txt               sentence_A, sentence_B, relatedness_score,
                                               entailment_judgment (also under sick/)
 
-Sentences come back as token lists, lower-cased, split by ``tokenize`` (default: on
-whitespace, as SentEval; the benchmark files are tokenised).
+Sentences come back as token lists, lower-cased, split by ``tokenize``: on
+whitespace by default, as SentEval (the benchmark files are tokenised), or as Kiros
+et al.'s encoder tokenises (:func:`kiros_tokenizer`: NLTK's punkt and
+``word_tokenize``).
 
 Two ways of reading the binary tasks' lines, one per protocol
 (lnorm.evaluation.sentence_eval):
@@ -31,6 +33,7 @@ Two ways of reading the binary tasks' lines, one per protocol
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from typing import Callable, Sequence
 
@@ -71,6 +74,44 @@ class Relatedness:
 
 def tokens(line: str, lowercase: bool = True) -> Sentence:
   return (line.lower() if lowercase else line).split()
+
+
+#: Where NLTK keeps the trained English punkt model (``nltk.download('punkt_tab')``).
+PUNKT_MODEL = "tokenizers/punkt_tab/english/"
+_log = logging.getLogger(__name__)
+
+
+def kiros_tokenizer(split_sentences: Callable[[str], list[str]] | None = None
+                    ) -> Callable[[str], Sentence]:
+  """Kiros et al.'s tokenisation (``skipthoughts.preprocess``): NLTK's punkt sentence
+  splitter, then ``word_tokenize`` on each sentence, then lower-cased (lnorm's
+  vocabularies are). ``split_sentences`` (default: punkt) is for tests.
+
+  Punkt's trained English model is a data download (``python -m nltk.downloader
+  punkt_tab``), not part of the nltk package. Without it, the untrained
+  ``PunktSentenceTokenizer()`` splits the sentences and a warning says so: it knows
+  no abbreviations, so "Mr. Smith" becomes the tokens "mr . smith" instead of
+  "mr. smith"; every other token is the same. NLTK's word tokenizer is today's
+  ``NLTKWordTokenizer``, the Treebank tokenizer of 2015 with a few more rules
+  (Unicode quotes, ellipses)."""
+  import nltk  # pylint: disable=g-import-not-at-top  (slow to import; Kiros protocol only)
+  from nltk.tokenize import punkt  # pylint: disable=g-import-not-at-top
+  if split_sentences is None:
+    try:
+      nltk.data.find(PUNKT_MODEL)
+      split_sentences = lambda line: nltk.tokenize.sent_tokenize(line, "english")
+    except LookupError:
+      _log.warning("NLTK's punkt model (%s) is not installed: sentences are split by the "
+                   "untrained punkt splitter, which knows no abbreviations ('mr.' ends a "
+                   "sentence). For Kiros et al.'s exact tokens: python -m nltk.downloader "
+                   "punkt_tab", PUNKT_MODEL)
+      split_sentences = punkt.PunktSentenceTokenizer().tokenize
+
+  def tokenize(line: str) -> Sentence:
+    return [w.lower() for s in split_sentences(line)
+            for w in nltk.tokenize.word_tokenize(s, preserve_line=True)]
+
+  return tokenize
 
 
 def _read_lines(path: str) -> list[str]:

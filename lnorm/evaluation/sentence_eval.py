@@ -46,6 +46,9 @@ differ between seeds by a similar amount).
 ``kiros`` (``eval_classification.py``, ``eval_trec.py``, ``eval_sick.py`` and
 ``tools.encode`` of ryankiros/skip-thoughts):
 
+* Sentences are tokenised as their encoder's ``preprocess`` does: NLTK's punkt
+  sentence splitter and ``word_tokenize`` (lnorm.data.senteval.kiros_tokenizer,
+  which says what a user without punkt's model gets), then lower-cased.
 * Sentence vectors are L2-normalised; EOS is appended for SICK only.
 * MR, CR, SUBJ, MPQA: the sentences (the first file of theirs first: positive, or
   for SUBJ the objective plot summaries) are shuffled with NumPy seed 1234, then
@@ -478,7 +481,7 @@ def evaluate_encoder(encode: Encoder, tasks: Sequence[str], data_dir: str | None
   ``protocol_name``. Keys: ``sick_pearson``, ``sick_spearman``, ``sick_mse``,
   ``<task>_accuracy`` (percent) for mr, cr, subj, mpqa and trec."""
   tasks, proto = task_names(tasks), protocol(protocol_name)
-  tokenize = senteval.tokens
+  tokenize = senteval.kiros_tokenizer() if proto.name == "kiros" else senteval.tokens
   results = {}
   for task in tasks:
     progress = _Progress(task, log)
