@@ -12,11 +12,11 @@
              (``'vocabulary'``, the authors' softmax over the whole vocabulary)
 
 The bilinear term ``(V d_t) . (V q)`` (one scalar per position, added to every
-attention unit) is the authors' ``use_dq_sims``. The readout and the initial states
-are the authors' run scripts' (``use_desc_skip_c_g 0``; only h0 is a parameter);
-lnorm's earlier model is two options away: ``readout_description_skip`` adds
-``W_m mean_t d_t`` to the readout, ``learn_initial_cell`` learns c0 too. In training, the entity markers of
-each example are renamed by a random permutation (the authors' code permutes them
+attention unit) is the authors' ``use_dq_sims``. The readout is Cooijmans et al.'s
+run script's (``use_desc_skip_c_g 0``) and only h0 is a parameter, as in their
+code; ``readout_description_skip`` adds ``W_m mean_t d_t`` (the LN run's command
+line, docs/experiments.md sec. 9) and ``learn_initial_cell`` learns c0 too: both on
+is lnorm's earlier model. In training, the entity markers of each example are renamed by a random permutation (the authors' code permutes them
 per batch); the entity logits are mapped back to the original numbering, so labels
 and candidate masks need no renaming. Every kernel starts as ``inits`` says
 (experiments/attentive_reader/initialisation.py).
@@ -110,7 +110,7 @@ class AttentiveReader(nn.Module):
   permute_in_training: bool = True
   answer_vocabulary: str = "entities"
   inits: Initialisation | None = None  # None: the authors' (initialisation.authors()).
-  #: The readout's W_m mean_t d_t term (the authors' use_desc_skip_c_g, off in their runs).
+  #: The readout's W_m mean_t d_t term (the authors' use_desc_skip_c_g).
   readout_description_skip: bool = False
   #: Learn the LSTMs' initial cell c0 as well as h0 (the authors keep c0 at zero).
   learn_initial_cell: bool = False
