@@ -16,8 +16,9 @@ attention unit) is the authors' ``use_dq_sims``. The readout is Cooijmans et al.
 run script's (``use_desc_skip_c_g 0``) and only h0 is a parameter, as in their
 code; ``readout_description_skip`` adds ``W_m mean_t d_t`` (the LN run's command
 line, docs/experiments.md sec. 9) and ``learn_initial_cell`` learns c0 too: both on
-is lnorm's earlier model. In training, the entity markers of each example are renamed by a random permutation (the authors' code permutes them
-per batch); the entity logits are mapped back to the original numbering, so labels
+is lnorm's earlier model. In training, the entity markers of each example are
+renamed by a random permutation (the authors' code permutes them per batch); the
+entity logits are mapped back to the original numbering, so labels
 and candidate masks need no renaming. Every kernel starts as ``inits`` says
 (experiments/attentive_reader/initialisation.py).
 
