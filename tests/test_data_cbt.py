@@ -162,6 +162,7 @@ def test_an_evaluation_split_keeps_and_counts_its_unanswerable_questions(tmp_pat
   assert ds.info["baselines"]["validation"]["most_frequent_candidate_accuracy"] == (
       pytest.approx(1 / 3))
   assert ds.info["baselines"]["test"]["most_frequent_candidate_accuracy"] == 0.0
+  assert ds.info["baselines"]["validation"]["chance_accuracy"] == pytest.approx(0.1 / 3)
   assert ("validation: 3 questions (0 over the limits, 2 without the answer in the "
           "passage kept and scored wrong)") in ds.notes
   assert "train: 1 questions (0 over the limits, 1 without the answer in the passage dropped)" in ds.notes
@@ -331,7 +332,8 @@ def test_cbt_books_on_the_gutenberg_corpus(tmp_path):
   # 2,024 train questions (1,948 within the limits), 557 validation, 318 test.
   assert sizes == {"train": 1948, "validation": 557, "test": 318}
   assert ds.info["unanswerable"] == {"train": 0, "validation": 23, "test": 6}
-  for base in ds.info["baselines"].values():
-    assert base["chance_accuracy"] == pytest.approx(0.1)
+  for split, base in ds.info["baselines"].items():
+    answerable = 1 - ds.info["unanswerable"][split] / sizes[split]
+    assert base["chance_accuracy"] == pytest.approx(0.1 * answerable)
     assert 0.2 < base["most_frequent_candidate_accuracy"] < 0.25
   assert ds.splits["train"]["candidate_mask"].sum(1).min() == 10

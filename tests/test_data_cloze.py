@@ -50,9 +50,9 @@ def test_baselines_count_an_unanswerable_question_as_missed():
   right = cloze.ClozeExample(e.passage, e.question, "@entity1")  # The most frequent.
   no_entities = cloze.ClozeExample(("it", "rained", "."), e.question, "@entity0")
   base = cloze.baselines([right, right, no_entities], [True, False, False])
-  # Right on the first only; chance 1/3, 1/3 and 0 (no candidate to guess).
+  # Right on the first only; chance 1/3 there, and 0 on the unanswerable ones.
   assert base == {"most_frequent_candidate_accuracy": pytest.approx(1 / 3),
-                  "chance_accuracy": pytest.approx(2 / 9)}
+                  "chance_accuracy": pytest.approx(1 / 9)}
   assert cloze.baselines([right])["most_frequent_candidate_accuracy"] == 1.0
 
 

@@ -22,9 +22,9 @@ the limits (entity markers past ``num_entities`` become OOV) and flagged false i
 scores as wrong. The notes and ``info['unanswerable']`` say how many there were.
 
 Recorded with every dataset (``info['baselines']``, and the notes): the share of
-questions that the candidate seen most often in the passage answers (an
-unanswerable question counts as missed), and chance, the mean of
-1 / (number of candidates).
+questions that the candidate seen most often in the passage answers, and chance,
+the mean of 1 / (number of candidates); an unanswerable question counts as missed
+in both.
 """
 
 from __future__ import annotations

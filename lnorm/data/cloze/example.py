@@ -110,9 +110,9 @@ def most_frequent_candidate(example: ClozeExample) -> str:
 
 def baselines(examples: Sequence[ClozeExample],
               answerable: Sequence[bool] | None = None) -> dict[str, float]:
-  """Accuracy of guessing the most frequent candidate of the passage (a question
-  not ``answerable`` counts as missed), and chance, the mean of 1 / (number of
-  candidates)."""
+  """Accuracy of guessing the most frequent candidate of the passage, and chance,
+  the mean of 1 / (number of candidates); a question not ``answerable`` counts as
+  missed in both, as the reader's error counts it."""
   if not examples:
     return {"most_frequent_candidate_accuracy": float("nan"),
             "chance_accuracy": float("nan")}
@@ -121,7 +121,6 @@ def baselines(examples: Sequence[ClozeExample],
       "most_frequent_candidate_accuracy": float(np.mean(
           [ok and most_frequent_candidate(e) == e.answer
            for e, ok in zip(examples, answerable)])),
-      # A passage without entities (an unanswerable question) offers no guess.
-      "chance_accuracy": float(np.mean([1.0 / len(candidates(e)) if candidates(e)
-                                        else 0.0 for e in examples])),
+      "chance_accuracy": float(np.mean([1.0 / len(candidates(e)) if ok else 0.0
+                                        for e, ok in zip(examples, answerable)])),
   }
