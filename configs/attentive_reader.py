@@ -112,6 +112,13 @@ def get_config(arg=None):
   c.model.dropout = 0.5  # On the readout, before the answer softmax (0: off).
   c.model.embed_dropout = 0.5  # On the passage and question word embeddings (0: off).
   c.model.bilinear = True  # The (V d_t).(V q) term of the authors' attention.
+  # The readout r = tanh(W_c ctx + W_r q + b) of Cooijmans et al.'s run script
+  # (use_desc_skip_c_g 0). True adds W_m mean_t d_t, lnorm's earlier readout (the LN
+  # run's command line passes the flag twice, 0 then 1: docs/experiments.md sec. 9).
+  c.model.readout_description_skip = False
+  # The LSTMs start from c0 = 0 and a learned h0, as the authors'. True learns c0
+  # too, lnorm's earlier model.
+  c.model.learn_initial_cell = False
   c.model.forget_bias = 0.0
   # How the weights start (experiments/attentive_reader/initialisation.py): "authors",
   # 0.05 x orthogonal for square matrices and LSTM gate blocks, Glorot-uniform for

@@ -11,14 +11,23 @@ import numpy as np
 from tests import references as ref
 
 
-def lstm_states(p, x, lengths, variant):
-  """All outputs and the final h of a RecurrentLayer with a learned initial state."""
-  layer = p["layer_0"]
+def lstm_states(p, x, lengths, variant, h0, c0=None):
+  """All outputs and the final h of an LSTM layer started from (c0, h0) (c0 None:
+  zero)."""
   batch = x.shape[0]
-  init = (np.broadcast_to(p["layer_0_init_0"], (batch, p["layer_0_init_0"].shape[0])),
-          np.broadcast_to(p["layer_0_init_1"], (batch, p["layer_0_init_1"].shape[0])))
-  outs, (_, h), _ = ref.lstm(np, layer, x, lengths, variant, train=True, init=init)
+  c0 = np.zeros_like(h0) if c0 is None else c0
+  init = (np.broadcast_to(c0, (batch, len(c0))), np.broadcast_to(h0, (batch, len(h0))))
+  outs, (_, h), _ = ref.lstm(np, p["layer_0"], x, lengths, variant, train=True, init=init)
   return outs, h
+
+
+def initial_state(p, which):
+  """(h0, c0) of the LSTM ``which``: the model's learned h0 and c0 = 0, or, with
+  ``learn_initial_cell``, the RecurrentLayer's learned (c0, h0)."""
+  if f"{which}_lstm_initial_h" in p:
+    return p[f"{which}_lstm_initial_h"], None
+  layer = p[f"{which}_lstm"]
+  return layer["layer_0_init_1"], layer["layer_0_init_0"]
 
 
 def attention(p, d, mask, q, bilinear=True):
@@ -41,14 +50,18 @@ def forward(params, passage, passage_length, question, question_length, variant=
   entity renaming); ``variant`` is the LSTM's ('none' or 'ln')."""
   p = ref.f64(params)
   embed = p["embed"]["embedding"]
-  d, _ = lstm_states(p["passage_lstm"], embed[passage], passage_length, variant)
-  _, q = lstm_states(p["question_lstm"], embed[question], question_length, variant)
+  d, _ = lstm_states(p["passage_lstm"], embed[passage], passage_length, variant,
+                     *initial_state(p, "passage"))
+  _, q = lstm_states(p["question_lstm"], embed[question], question_length, variant,
+                     *initial_state(p, "question"))
   mask = np.arange(passage.shape[1])[None, :] < np.asarray(passage_length)[:, None]
   alpha = attention(p, d, mask, q, bilinear)
   ctx = np.einsum("bt,bth->bh", alpha, d)
   mean = (d * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
-  r = np.tanh(ref.dense(ctx, p["out_context"]) + ref.dense(q, p["out_question"])
-              + ref.dense(mean, p["out_mean"]))
+  pre = ref.dense(ctx, p["out_context"]) + ref.dense(q, p["out_question"])
+  if "out_mean" in p:  # readout_description_skip
+    pre = pre + ref.dense(mean, p["out_mean"])
+  r = np.tanh(pre)
   return alpha, ref.dense(r, p["logit"])
 
 

@@ -60,11 +60,21 @@ def inputs_of(b):
   return (b["passage"], b["passage_length"], b["question"], b["question_length"])
 
 
-@pytest.mark.parametrize("norm", ["none", "ln"])
-def test_forward_and_loss_match_reference(norm, precise_jax):
-  task, model = build(norm)
+@pytest.mark.parametrize("norm, earlier_model", [("none", False), ("ln", False),
+                                                  ("ln", True)])
+def test_forward_and_loss_match_reference(norm, earlier_model, precise_jax):
+  task, model = build(norm, readout_description_skip=earlier_model,
+                      learn_initial_cell=earlier_model)
   b = batch()
   variables = init(model, inputs_of(b))
+  # Initial states and readout terms away from zero, so that each counts.
+  rng = np.random.default_rng(5)
+  p = variables["params"]
+  for name in [k for k in p if k.endswith("_initial_h")]:
+    p[name] = rng.normal(size=H).astype(np.float32)
+  for lstm in ("passage_lstm", "question_lstm"):
+    for leaf in [k for k in p[lstm] if "_init_" in k]:
+      p[lstm][leaf] = rng.normal(size=H).astype(np.float32)
   # A bilinear term large enough that leaving it out shows in the logits.
   bilinear = variables["params"]["att_bilinear"]
   bilinear["kernel"] = bilinear["kernel"] * 6.0
@@ -81,6 +91,14 @@ def test_forward_and_loss_match_reference(norm, precise_jax):
   _, no_bilinear = ar_ref.forward(variables["params"], *inputs_of(b), variant=norm,
                                   bilinear=False)
   ref.assert_differs(logits, no_bilinear, atol=2e-5, what="attention without (Vd).(Vq)")
+  if earlier_model:  # W_m mean_t d_t and the learned c0 each show in the logits.
+    params = variables["params"]
+    no_skip = {k: v for k, v in params.items() if k != "out_mean"}
+    zero_c0 = {**params, **{n: {**params[n], "layer_0_init_0": np.zeros(H, np.float32)}
+                            for n in ("passage_lstm", "question_lstm")}}
+    for changed, what in ((no_skip, "readout without W_m"), (zero_c0, "c0 = 0")):
+      _, other = ar_ref.forward(changed, *inputs_of(b), variant=norm)
+      ref.assert_differs(logits, other, atol=2e-5, what=what)
 
 
 def _alpha(module, passage, passage_length, question, question_length):
@@ -147,7 +165,7 @@ def test_prediction_is_restricted_to_the_passage_entities():
 
 def _lstm(e, h, norm):
   extra = {"none": 0, "ln": 2 * 8 * h + 2 * h, "bn": 2 * 4 * h + 2 * h}[norm]
-  return e * 4 * h + h * 4 * h + 4 * h + 2 * h + extra  # W_x, W_h, b, learned (c, h)
+  return e * 4 * h + h * 4 * h + 4 * h + h + extra  # W_x, W_h, b, learned h0
 
 
 @pytest.mark.parametrize("norm", ["none", "bn", "bn_everywhere", "ln"])
@@ -166,11 +184,18 @@ def test_parameter_count_at_paper_size(norm):
   cell = "bn" if norm.startswith("bn") else norm
   expected = (v * e + 2 * _lstm(e, h, cell)
               + (h * a + a) + h * a + h * h + a  # attention: W_d, b, W_q, V, w
-              + h * r + (h * r + r) + h * r  # readout: W_c, W_r and b, W_m
+              + h * r + (h * r + r)  # readout: W_c, W_r and b
               + r * n + n)  # answer logits
   if norm == "bn_everywhere":
-    expected += 2 * (2 * a) + 3 * (2 * r)  # gain and bias of five BNs
+    expected += 2 * (2 * a) + 2 * (2 * r)  # gain and bias of four BNs
   assert count == expected
+  # lnorm's earlier model: W_m (and its BN) in the readout, c0 learned in both LSTMs.
+  config.model.readout_description_skip = config.model.learn_initial_cell = True
+  model = task_lib.Task(config).model_for(v, n, ENTITY_OFFSET)
+  shapes = jax.eval_shape(lambda: model.init(
+      {"params": jax.random.key(0)}, tokens, lengths, tokens, lengths))
+  earlier = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(shapes["params"]))
+  assert earlier == expected + h * r + 2 * h + (2 * r if norm == "bn_everywhere" else 0)
 
 
 def test_unknown_norm_is_a_config_error():

@@ -59,14 +59,17 @@ def test_authors_initialisation():
         np.testing.assert_allclose(singular_values(block), 0.05, rtol=1e-5)
       assert not np.allclose(gate_blocks(kernel)[0], gate_blocks(kernel)[1])
     np.testing.assert_array_equal(layer["bias"], 0.0)
-    np.testing.assert_array_equal(p[lstm]["layer_0_init_1"], 0.0)
+    np.testing.assert_array_equal(p[f"{lstm}_initial_h"], 0.0)
   # Square W_d and V: 0.05 x orthogonal; W_q (ortho=False in the authors' code),
   # the readout, the logits and the embedding: Glorot-uniform; w: U(+-1/sqrt(A)).
   for name in ("att_passage", "att_bilinear"):
     np.testing.assert_allclose(singular_values(p[name]["kernel"]), 0.05, rtol=1e-5)
   assert_glorot(p["att_question"]["kernel"], 6, 6)
-  for name in ("out_context", "out_question", "out_mean"):
+  for name in ("out_context", "out_question"):
     assert_glorot(p[name]["kernel"], 6, 7)
+  assert "out_mean" not in p
+  _, earlier = task_and_model(readout_description_skip=True)
+  assert_glorot(params_of(earlier)["out_mean"]["kernel"], 6, 7)
   assert_glorot(p["logit"]["kernel"], 7, ENT)
   assert_glorot(p["embed"]["embedding"], V, 6)
   assert np.abs(p["att_score"]["kernel"]).max() <= 1 / np.sqrt(6)
@@ -204,6 +207,17 @@ def test_listed_candidates_restrict_the_prediction(answer_vocabulary):
   del b["candidate_mask"]  # Restricted to the passage's entities, 2 wins.
   _, metrics = task.loss_and_metrics(jnp.asarray(logits), b)
   np.testing.assert_array_equal(metrics["error"], [1.0])
+
+
+def test_an_unanswerable_question_counts_as_an_error():
+  task, _ = task_and_model()
+  logits = np.zeros((3, ENT), np.float32)
+  logits[:, 4] = 1.0  # Every row predicts entity 4, the answer of each.
+  b = {"passage": np.full((3, 2), ENTITY_OFFSET + 4, np.int32),
+       "answer": np.array([4, 4, 4], np.int32),
+       "answerable": np.array([True, False, True])}
+  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b)
+  np.testing.assert_array_equal(metrics["error"], [0.0, 1.0, 0.0])
 
 
 def test_training_renames_only_the_entity_outputs_of_the_vocabulary():

@@ -99,6 +99,29 @@ def test_candidates_become_the_entities(tmp_path):
   assert "train: 2 questions" in ds.notes and "chance 0.100" in ds.notes
 
 
+PREPOSITIONS = ("at", "by", "for", "from", "in", "of", "on", "to", "up", "with")
+
+
+def test_a_candidate_matches_whatever_its_case(tmp_path):
+  # The context's only "in" opens a sentence: "In the morning ...". The answer "in"
+  # is still in the passage, so the example is kept and "In" is its marker.
+  context = [("it", "rained", ".")] * 20
+  context[3] = ("In", "the", "morning", "it", "rained", ".")
+  e = cbt.CbtExample(tuple(context), tuple("she sat XXXXX the garden .".split()), "in",
+                     PREPOSITIONS)
+  write(str(tmp_path / "cbt"), "P", train=[e], valid=[e])
+  ds = load(tmp_path, word_type="P")
+  a, vocab = ds.splits["validation"], ds.info["vocabulary"]
+  passage = [vocab[t] for t in a["passage"][0, :a["passage_length"][0]]]
+  assert ds.num_examples("validation") == 1
+  assert passage[9:12] == [f"@entity{a['answer'][0]}", "the", "morning"]
+  assert "In" not in vocab and "in" not in vocab
+  # Candidates equal but for case are one entity: 10 listed, 9 distinct.
+  twin = cbt.CbtExample(tuple(context), e.query, "in", PREPOSITIONS[:9] + ("In",))
+  cloze = cbt.to_cloze(twin, 20, np.random.default_rng(0))
+  assert len(cloze.candidates) == 9 and cloze.answer in cloze.candidates
+
+
 def test_numbering_is_random_per_example(tmp_path):
   write(str(tmp_path / "cbt"), train=[example()] * 40, valid=[example()])
   answers = load(tmp_path).splits["train"]["answer"]
@@ -118,6 +141,43 @@ def test_context_sentences_keeps_the_last_ones_and_counts_the_unanswerable(tmp_p
   assert "1 without the answer in the passage dropped" in ds.notes
   with pytest.raises(DataError, match="context_sentences"):
     load(tmp_path, context_sentences=21)
+
+
+def test_an_evaluation_split_keeps_and_counts_its_unanswerable_questions(tmp_path):
+  anna = example("Anna", "then Ben smiled at XXXXX .")
+  cora = example("Cora", "then XXXXX smiled .")  # Cora is only in sentence 5.
+  # Its last two context sentences name no candidate: the most frequent candidate
+  # (all counts 0) is the first listed, Anna, the answer, but cannot be found.
+  no_names = cbt.CbtExample(anna.context[:18] + (("it", "rained", "."),) * 2, anna.query,
+                            "Anna", anna.candidates)
+  write(str(tmp_path / "cbt"), train=[anna, cora], valid=[anna, cora, cora],
+        test=[no_names])
+  ds = load(tmp_path, context_sentences=2)
+  assert ds.info["num_questions"] == {"train": 1, "validation": 3, "test": 1}
+  assert ds.info["unanswerable"] == {"train": 0, "validation": 2, "test": 1}
+  np.testing.assert_array_equal(ds.splits["validation"]["answerable"], [True, False, False])
+  np.testing.assert_array_equal(ds.splits["train"]["answerable"], [True])
+  assert ds.splits["validation"]["answer"].dtype == np.int32
+  # Anna (twice in sentences 19-20 against Ben once) is right on the first only.
+  assert ds.info["baselines"]["validation"]["most_frequent_candidate_accuracy"] == (
+      pytest.approx(1 / 3))
+  assert ds.info["baselines"]["test"]["most_frequent_candidate_accuracy"] == 0.0
+  assert ds.info["baselines"]["validation"]["chance_accuracy"] == pytest.approx(0.1 / 3)
+  assert ("validation: 3 questions (0 over the limits, 2 without the answer in the "
+          "passage kept and scored wrong)") in ds.notes
+  assert "train: 1 questions (0 over the limits, 1 without the answer in the passage dropped)" in ds.notes
+
+
+def test_an_evaluation_question_over_the_limits_is_cut_and_scored_wrong(tmp_path):
+  long_one = example("Anna", "then Ben smiled at XXXXX .")  # 3 * 16 + 16 = 64 tokens.
+  short = example(filler="it .")  # 2 * 16 + 4 + 3 + 4 + 5 tokens.
+  write(str(tmp_path / "cbt"), train=[short], valid=[long_one, short])
+  ds = load(tmp_path, max_passage_tokens=60)
+  a = ds.splits["validation"]
+  assert a["passage"].shape[1] == 60 and a["passage_length"].tolist() == [60, 48]
+  assert a["answerable"].tolist() == [False, True]
+  assert "validation: 2 questions (1 over the limits kept" in ds.notes
+  assert ds.info["unanswerable"]["validation"] == 1
 
 
 def test_question_window_keeps_the_words_around_the_blank(tmp_path):
@@ -146,19 +206,34 @@ def test_word_type_picks_the_files_and_the_layouts(tmp_path):
 
 
 def test_cbt_examples_by_hand():
-  # 20 context sentences naming Anna (twice), Ben and Cora, then a query naming Ben
-  # twice and Anna once: only Anna can be blanked. The context has 2 other entities,
-  # so 7 candidates come from the rest of the book (Dan .. Jo, never in the context).
-  sentences = [["Anna", "ran", "."], ["Ben", "sat", "."], ["Cora", "sang", "."],
-               ["Anna", "hid", "."]] + [["it", "rained", "."]] * 16
-  sentences += [["Ben", "saw", "Anna", "and", "Ben", "."]]
-  sentences += [[n, "left", "."] for n in NAMES[3:]]
-  # The later sentences ("Dan left .", ...) name no entity of their contexts.
+  # 20 context sentences naming Anna (twice) and Ben .. Ida, then a query naming Ben
+  # twice, Anna once and Jo once: only Anna can be blanked (Jo is not in the
+  # context). The 9 others, Ben .. Ida from the context and Jo from the query, are
+  # all the candidates there are.
+  sentences = [[n, "ran", "."] for n in NAMES[:9]] + [["Anna", "hid", "."]]
+  sentences += [["it", "rained", "."]] * 10
+  sentences += [["Ben", "saw", "Anna", "and", "Ben", "with", "Jo", "."]]
   (only,) = cloze_books.cbt_examples(sentences, frozenset(NAMES),
                                      np.random.default_rng(0))
   assert only.context == tuple(map(tuple, sentences[:20]))
-  assert only.query == ("Ben", "saw", "XXXXX", "and", "Ben", ".")
+  assert only.query == ("Ben", "saw", "XXXXX", "and", "Ben", "with", "Jo", ".")
   assert only.answer == "Anna" and only.candidates == tuple(sorted(NAMES))
+
+
+def test_cbt_examples_draw_candidates_from_the_context_and_the_query_only():
+  # Without Jo in the query, the passage offers 8 others: no question, though Jo is
+  # in the book (sentence 22); a candidate from outside would have filled the list.
+  sentences = [[n, "ran", "."] for n in NAMES[:9]] + [["it", "rained", "."]] * 11
+  sentences += [["then", "Anna", "hid", "."], ["Jo", "hid", "."]]
+  assert cloze_books.cbt_examples(sentences, frozenset(NAMES),
+                                  np.random.default_rng(0)) == []
+  # Eleven entities in the context: 9 of the 10 others, drawn at random.
+  extra = NAMES + ["Kit"]
+  sentences = [[n, "ran", "."] for n in extra] + [["it", "rained", "."]] * 9
+  sentences += [["then", "Anna", "hid", "."]]
+  drawn = {c for seed in range(20) for c in cloze_books.cbt_examples(
+      sentences, frozenset(extra), np.random.default_rng(seed))[0].candidates}
+  assert drawn == set(extra)
 
 
 def test_cbt_examples_skip_a_book_too_small_for_ten_candidates():
@@ -211,6 +286,7 @@ def test_cbt_books_writes_the_task_into_the_cache_and_reads_it_back(tmp_path):
       assert e.answer not in e.query and len(set(e.candidates)) == 10
       suffix = e.answer[-1]  # Every candidate is a character of the same book.
       assert all(c[-1] == suffix for c in e.candidates)
+      assert all(c in context or c in e.query for c in e.candidates)
   # Splits by book.
   books_of = {s: {e.answer[-1] for e in ex_} for s, ex_ in written.items()}
   assert len(books_of["validation"]) == len(books_of["test"]) == 1
@@ -252,10 +328,12 @@ def test_cbt_books_on_the_gutenberg_corpus(tmp_path):
                            "vocab_size": 10000, "max_passage_tokens": 1200,
                            "max_question_tokens": 120})
   sizes = ds.info["num_questions"]
-  # 17 books, one question per qualifying sentence: about 9.4k train, 1.9k
-  # validation, 4.6k test questions.
-  assert sizes["train"] > 9000 and sizes["validation"] > 1800 and sizes["test"] > 4500
-  for base in ds.info["baselines"].values():
-    assert base["chance_accuracy"] == pytest.approx(0.1)
-    assert 0.2 < base["most_frequent_candidate_accuracy"] < 0.5
+  # 17 books, one question per sentence whose context and query name 10 entities:
+  # 2,024 train questions (1,948 within the limits), 557 validation, 318 test.
+  assert sizes == {"train": 1948, "validation": 557, "test": 318}
+  assert ds.info["unanswerable"] == {"train": 0, "validation": 23, "test": 6}
+  for split, base in ds.info["baselines"].items():
+    answerable = 1 - ds.info["unanswerable"][split] / sizes[split]
+    assert base["chance_accuracy"] == pytest.approx(0.1 * answerable)
+    assert 0.2 < base["most_frequent_candidate_accuracy"] < 0.25
   assert ds.splits["train"]["candidate_mask"].sum(1).min() == 10

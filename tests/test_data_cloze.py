@@ -45,6 +45,17 @@ def test_parses_a_question_file():
   assert cloze.most_frequent_candidate(e) == "@entity1"  # 2 each; @entity1 comes first.
 
 
+def test_baselines_count_an_unanswerable_question_as_missed():
+  e = cnn.parse_question_file(GOOD, "x.question")
+  right = cloze.ClozeExample(e.passage, e.question, "@entity1")  # The most frequent.
+  no_entities = cloze.ClozeExample(("it", "rained", "."), e.question, "@entity0")
+  base = cloze.baselines([right, right, no_entities], [True, False, False])
+  # Right on the first only; chance 1/3 there, and 0 on the unanswerable ones.
+  assert base == {"most_frequent_candidate_accuracy": pytest.approx(1 / 3),
+                  "chance_accuracy": pytest.approx(1 / 9)}
+  assert cloze.baselines([right])["most_frequent_candidate_accuracy"] == 1.0
+
+
 @pytest.mark.parametrize("content, problem", [
     ("http://x\n\nonly a passage\n", "fewer than 7"),
     (GOOD.replace("@placeholder stayed", "nobody stayed"), "0 @placeholder"),

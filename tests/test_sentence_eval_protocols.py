@@ -5,6 +5,8 @@ accuracies (exactly: every prediction agrees), SICK's metrics to 1e-4."""
 
 import warnings
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
@@ -40,6 +42,8 @@ def _sklearn(c, x, y, kiros=False):
 def _choose(x, y, splits, grid, kiros=False):
   scores = [np.mean([_sklearn(c, x[a], y[a], kiros).score(x[b], y[b]) for a, b in splits])
             for c in grid]
+  if not kiros:  # SentEval: round(100 * mean, 2) before the argmax.
+    scores = [round(100 * s, 2) for s in scores]
   return grid[int(np.argmax(scores))]
 
 
@@ -99,7 +103,7 @@ def test_trec_in_both_protocols_is_scikit_learns():
   train_x, train_y = x[60:], y[60:]
   # SentEval: multinomial, stratified shuffled folds.
   splits = list(StratifiedKFold(4, shuffle=True, random_state=1111).split(train_y, train_y))
-  c = _choose(train_x, train_y, splits, se.CLASSIFIER_C)
+  c = _choose(train_x, train_y, splits, se.TREC_C)
   ours = se.train_test(train_x, train_y, test_x, test_y, inner_folds=4)
   assert (ours.c, ours.accuracy) == (c, _sklearn(c, train_x, train_y).score(test_x, test_y))
   # Kiros: normalised, the training set shuffled, contiguous folds, one-vs-rest liblinear.
@@ -118,30 +122,79 @@ def _sick_split(rng, n, d=4):
   return u, v, scores
 
 
-def test_senteval_relatedness_is_scikit_learns_weighted_rows():
-  rng = np.random.default_rng(3)
-  train, trial, test = _sick_split(rng, 200), _sick_split(rng, 80), _sick_split(rng, 100)
-  grid = (0.01, 0.1, 1.0, 10.0)
+def test_senteval_s_stopping_rule_by_hand():
+  # Trial r per round. Rounds 2, 4, 5 and 7 do not beat the best so far (round 7's
+  # 0.65 only equals it): the 4th of them, round 7, ends training; round 6 is kept.
+  r = [0.5, 0.4, 0.6, 0.3, 0.2, 0.65, 0.65, 0.9]
+  kept = se.best_round(iter(range(len(r))), lambda k: r[k], patience=4)
+  assert (kept.params, kept.round, kept.rounds_run, kept.trial_pearson) == (5, 6, 7, 0.65)
+  # Kiros et al.'s rule: the first round that does not improve ends it.
+  kept = se.best_round(iter(range(len(r))), lambda k: r[k], patience=1)
+  assert (kept.round, kept.rounds_run) == (1, 2)
+  # A NaN r (constant predictions) counts as 0.
+  kept = se.best_round(iter(range(3)), lambda k: [np.nan, -0.1, 0.2][k], patience=2)
+  assert (kept.round, kept.rounds_run, kept.trial_pearson) == (3, 3, 0.2)
 
-  def predict(c, split):
-    # One row per class with probability mass, weighted by it: soft-target cross-entropy.
-    p = se.soft_targets(train[2])
-    rows, classes = np.nonzero(p > 0)
-    x = se.pair_features(train[0], train[1])
-    with warnings.catch_warnings():
-      warnings.simplefilter("ignore")
-      model = LogisticRegression(C=c, tol=1e-10, max_iter=100_000).fit(
-          x[rows], classes + 1, sample_weight=p[rows, classes])
-    return model.predict_proba(se.pair_features(split[0], split[1])) @ model.classes_
 
-  r = [stats.pearsonr(predict(c, trial), trial[2])[0] for c in grid]
-  best = grid[int(np.argmax(r))]
-  expected = predict(best, test)
-  result = se.relatedness(train, trial, test, grid=grid)
-  assert result["c"] == best
-  np.testing.assert_allclose(result["pearson"], stats.pearsonr(expected, test[2])[0], atol=1e-4)
-  np.testing.assert_allclose(result["spearman"], stats.spearmanr(expected, test[2])[0], atol=1e-4)
-  np.testing.assert_allclose(result["mse"], np.mean((expected - test[2]) ** 2), atol=1e-4)
+def test_senteval_relatedness_runs_at_most_21_rounds(monkeypatch):
+  # SentEval's `while nepoch <= 1000` with 50-epoch rounds: round 21 ends at 1,050.
+  rng = np.random.default_rng(9)
+  train, trial, test = _sick_split(rng, 30), _sick_split(rng, 30), _sick_split(rng, 30)
+  good = np.zeros((8, 5))
+  yielded = []
+
+  def rounds(x, targets, **kwargs):
+    assert kwargs == {"seed": 1111, "learning_rate": 1e-3, "batch_size": 64,
+                      "epochs_per_round": 50}
+    for k in range(100):  # Every round better than the last on the trial pairs.
+      w = good.copy()
+      w[:, 4] = (k + 1) * np.linalg.lstsq(se.pair_features(trial[0], trial[1]), trial[2],
+                                          rcond=None)[0]
+      yielded.append(k)
+      yield w / 100, np.zeros(5)
+
+  monkeypatch.setattr(linear_models, "softmax_mse_rounds", rounds)
+  result = se.relatedness(train, trial, test)
+  assert len(yielded) == 21 and result["epochs"] == 1050.0
+
+
+def test_softmax_mse_rounds_are_senteval_s_training_by_hand():
+  """A NumPy Adam on the summed squared error of softmax probabilities, minibatches
+  of 3 over 7 rows (the last one short) in the order of RandomState(seed)."""
+  rng = np.random.default_rng(10)
+  x = rng.normal(size=(7, 3)).astype(np.float32)
+  targets = se.soft_targets(rng.uniform(1, 5, 7)).astype(np.float32)
+  seed = 4
+  rounds = linear_models.softmax_mse_rounds(x, targets, seed=seed, learning_rate=0.01,
+                                            batch_size=3, epochs_per_round=2)
+  # The same start: U(+-1/sqrt(3)) from the same JAX keys.
+  w_key, b_key = jax.random.split(jax.random.key(seed))
+  bound = 1 / np.sqrt(3)
+  w = np.asarray(jax.random.uniform(w_key, (3, 5), jnp.float32, -bound, bound), np.float64)
+  b = np.asarray(jax.random.uniform(b_key, (5,), jnp.float32, -bound, bound), np.float64)
+  params, m, v, t = [w, b], [0 * w, 0 * b], [0 * w, 0 * b], 0
+  order = np.random.RandomState(seed)
+  for number in range(2):
+    for _ in range(2):
+      perm = order.permutation(7)
+      for start in range(0, 7, 3):
+        rows = perm[start:start + 3]
+        z = x[rows] @ params[0] + params[1]
+        p = np.exp(z - z.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        dp = 2 * (p - targets[rows])  # d/dp of the summed squared error
+        dz = p * (dp - np.sum(dp * p, axis=1, keepdims=True))
+        grads = [x[rows].T @ dz, dz.sum(0)]
+        t += 1
+        for i in range(2):
+          m[i] = 0.9 * m[i] + 0.1 * grads[i]
+          v[i] = 0.999 * v[i] + 0.001 * grads[i] ** 2
+          step = (m[i] / (1 - 0.9 ** t)) / (np.sqrt(v[i] / (1 - 0.999 ** t)) + 1e-8)
+          params[i] = params[i] - 0.01 * step
+    got = next(rounds)
+    np.testing.assert_allclose(got[0], params[0], atol=2e-5)
+    np.testing.assert_allclose(got[1], params[1], atol=2e-5)
+  assert t == 12  # 3 batches an epoch, 2 epochs a round, 2 rounds.
 
 
 def test_kiros_relatedness_keeps_the_best_round_and_stops_at_the_first_worse(monkeypatch):
@@ -175,6 +228,29 @@ def test_kiros_relatedness_keeps_the_best_round_and_stops_at_the_first_worse(mon
   assert result["epochs"] == 300.0
   expected = se.expected_class(linear_models.softmax_logits(params[2], test_x))
   np.testing.assert_allclose(result["pearson"], stats.pearsonr(expected, test[2])[0])
+
+
+def test_kiros_relatedness_has_no_cap_on_its_rounds(monkeypatch):
+  rng = np.random.default_rng(11)
+  train, trial, test = _sick_split(rng, 30), _sick_split(rng, 30), _sick_split(rng, 30)
+  # Rounds whose trial r rises for 150 rounds, then falls: eval_sick.py runs all 151.
+  direction = np.linalg.lstsq(se.pair_features(
+      *(a / np.linalg.norm(a, axis=1, keepdims=True) for a in trial[:2])), trial[2],
+      rcond=None)[0]
+  noise = rng.normal(size=direction.shape)
+  yielded = []
+
+  def rounds(x, targets, **kwargs):
+    for k in range(200):
+      q = min(k, 150 - (k - 150)) / 150  # Up to round 151, then down.
+      w = np.zeros((len(direction), 5))
+      w[:, 4] = q * direction / np.linalg.norm(direction) + (1 - q) * noise / np.linalg.norm(noise)
+      yielded.append(k)
+      yield w, np.zeros(5)
+
+  monkeypatch.setattr(linear_models, "adam_softmax_rounds", rounds)
+  result = se.relatedness_kiros(train, trial, test)
+  assert len(yielded) == 152 and result["epochs"] == 15100.0
 
 
 def test_kiros_relatedness_trains_and_ends():
@@ -211,6 +287,38 @@ def test_evaluate_encoder_appends_eos_and_normalises_as_each_protocol_does(tmp_p
     assert calls[0] == eos[0] and set(calls[1:]) == {eos[1]}
   with pytest.raises(UserError, match="senteval, kiros"):
     se.evaluate_encoder(encode, ["mpqa"], str(tmp_path), protocol_name="authors")
+
+
+def test_trec_searches_senteval_s_kfold_grid(monkeypatch):
+  # KFoldClassifier's 2^-1 .. 2^5, not InnerKFoldClassifier's 2^-2 .. 2^3.
+  assert se.TREC_C == (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+  assert se.CLASSIFIER_C == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+  searched = []
+  monkeypatch.setattr(se, "_choose_c", lambda p, l, i, grid, rounded: searched.append(
+      (grid, rounded)) or len(grid) - 1)
+  x, y = _classes(n=90, classes=3, seed=8)
+  assert se.train_test(x[:60], y[:60], x[60:], y[60:], inner_folds=3).c == 32.0
+  assert se.nested_cross_validation(x, y % 2, folds=2, inner_folds=2)[0].c == 8.0
+  assert searched[0] == (se.TREC_C, True) and searched[1] == (se.CLASSIFIER_C, True)
+
+
+def test_senteval_rows_are_sorted_by_length_then_label():
+  sentences = [["a", "b"], ["c"], ["d"], ["e", "f"], [], ["g"]]
+  labels = np.array([1, 1, 0, 0, 0, 1])
+  # Keys (2,1) (1,1) (1,0) (2,0) (0,0) (1,1): ties (1,1) keep their file order.
+  np.testing.assert_array_equal(se.sorted_rows(sentences, labels), [4, 2, 1, 5, 3, 0])
+
+
+def test_senteval_rounds_the_inner_means_before_choosing_c():
+  # One inner fold of 40,000 rows: C0 right on 20,000 (50.00%), C1 on 20,001
+  # (50.0025%). Rounded to two decimals they tie and the first C wins.
+  labels = np.zeros(40_000, np.int64)
+  predicted = np.ones((40_000, 1, 2), np.int64)
+  predicted[:20_000, 0, 0] = 0
+  predicted[:20_001, 0, 1] = 0
+  inner = [(np.arange(0), np.arange(40_000))]
+  assert se._choose_c(predicted, labels, inner, (1.0, 2.0), rounded=True) == 0
+  assert se._choose_c(predicted, labels, inner, (1.0, 2.0), rounded=False) == 1
 
 
 def test_kiros_features_are_l2_normalised():

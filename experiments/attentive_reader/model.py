@@ -2,25 +2,29 @@
 (sec. 6.2, docs/experiments.md sec. 5), after Cooijmans et al.'s Theano code:
 
   passage, question -> one shared word embedding, dropout (``embed_dropout``)
-  passage  -> LSTM, all states d_t (learned initial state)
-  question -> LSTM, last state q    (learned initial state)
+  passage  -> LSTM, all states d_t (learned initial h0, c0 = 0)
+  question -> LSTM, last state q    (learned initial h0, c0 = 0)
   attention  m_t = tanh(W_d d_t + b_d + W_q q + (V d_t) . (V q)),  s_t = w . m_t
              alpha = softmax over the real passage positions,  ctx = sum_t alpha_t d_t
-  readout    r = tanh(W_c ctx + W_r q + b_r + W_m mean_t d_t),  dropout (``dropout``)
+  readout    r = tanh(W_c ctx + W_r q + b_r),  dropout (``dropout``)
   logits     over the answers: the entity markers @entity0..@entity{E-1}
              (``answer_vocabulary='entities'``), or every word id of the vocabulary
              (``'vocabulary'``, the authors' softmax over the whole vocabulary)
 
 The bilinear term ``(V d_t) . (V q)`` (one scalar per position, added to every
-attention unit) is the authors' ``use_dq_sims``. In training, the entity markers of
-each example are renamed by a random permutation (the authors' code permutes them
-per batch); the entity logits are mapped back to the original numbering, so labels
+attention unit) is the authors' ``use_dq_sims``. The readout is Cooijmans et al.'s
+run script's (``use_desc_skip_c_g 0``) and only h0 is a parameter, as in their
+code; ``readout_description_skip`` adds ``W_m mean_t d_t`` (the LN run's command
+line, docs/experiments.md sec. 9) and ``learn_initial_cell`` learns c0 too: both on
+is lnorm's earlier model. In training, the entity markers of each example are
+renamed by a random permutation (the authors' code permutes them per batch); the
+entity logits are mapped back to the original numbering, so labels
 and candidate masks need no renaming. Every kernel starts as ``inits`` says
 (experiments/attentive_reader/initialisation.py).
 
 Normalization: ``cell`` is ``make_lstm_cell(norm, ...)`` for both LSTMs; ``ff_norm``
 normalizes the feed-forward pre-activations of the attention (W_d d_t and W_q q) and
-of the readout (each of its three terms): BN for Cooijmans et al.'s BN-everywhere,
+of the readout (each of its terms): BN for Cooijmans et al.'s BN-everywhere,
 the identity otherwise.
 """
 
@@ -107,6 +111,10 @@ class AttentiveReader(nn.Module):
   permute_in_training: bool = True
   answer_vocabulary: str = "entities"
   inits: Initialisation | None = None  # None: the authors' (initialisation.authors()).
+  #: The readout's W_m mean_t d_t term (the authors' use_desc_skip_c_g).
+  readout_description_skip: bool = False
+  #: Learn the LSTMs' initial cell c0 as well as h0 (the authors keep c0 at zero).
+  learn_initial_cell: bool = False
 
   @property
   def num_outputs(self) -> int:
@@ -120,10 +128,16 @@ class AttentiveReader(nn.Module):
     self.embed = nn.Embed(self.vocab_size, self.embed_size, embedding_init=init.embed,
                           name="embed")
     self.embed_drop = nn.Dropout(self.embed_dropout)
-    self.passage_rnn = RecurrentLayer(self.cell, self.hidden_size, learned_init=True,
+    self.passage_rnn = RecurrentLayer(self.cell, self.hidden_size,
+                                      learned_init=self.learn_initial_cell,
                                       name="passage_lstm")
-    self.question_rnn = RecurrentLayer(self.cell, self.hidden_size, learned_init=True,
+    self.question_rnn = RecurrentLayer(self.cell, self.hidden_size,
+                                       learned_init=self.learn_initial_cell,
                                        name="question_lstm")
+    if not self.learn_initial_cell:
+      self.initial_h = {
+          n: self.param(f"{n}_lstm_initial_h", nn.initializers.zeros, (self.hidden_size,))
+          for n in ("passage", "question")}
     # W_d carries the attention bias; with a biased normalizer the norm's bias does.
     self.att_passage = Dense(self.attention_size, kernel_init=init.att_passage,
                              name="att_passage")
@@ -139,10 +153,12 @@ class AttentiveReader(nn.Module):
                              name="out_context")
     self.out_question = Dense(self.readout_size, kernel_init=init.readout,
                               name="out_question")
-    self.out_mean = Dense(self.readout_size, use_bias=False, kernel_init=init.readout,
-                          name="out_mean")
-    self.out_norms = [self.ff_norm(name=f"out_{n}_norm")
-                      for n in ("context", "question", "mean")]
+    terms = ("context", "question")
+    if self.readout_description_skip:
+      self.out_mean = Dense(self.readout_size, use_bias=False, kernel_init=init.readout,
+                            name="out_mean")
+      terms += ("mean",)
+    self.out_norms = [self.ff_norm(name=f"out_{n}_norm") for n in terms]
     self.drop = nn.Dropout(self.dropout)
     self.logit = Dense(self.num_outputs, kernel_init=init.logit, name="logit")
 
@@ -162,16 +178,28 @@ class AttentiveReader(nn.Module):
     """Word embeddings ``[B, T, E]``, with dropout in training (a 'dropout' rng)."""
     return self.embed_drop(self.embed(tokens), deterministic=not train)
 
+  def initial_carry(self, which: str, batch_size: int):
+    """The LSTM ``which``'s starting (c, h): c = 0 and the learned h0; None when
+    ``learn_initial_cell`` (the RecurrentLayer learns both)."""
+    if self.learn_initial_cell:
+      return None
+    shape = (batch_size, self.hidden_size)
+    return jnp.zeros(shape), jnp.broadcast_to(self.initial_h[which], shape)
+
   def encode(self, passage, passage_length, question, question_length, *, train: bool):
     """``(alpha [B, Tp], logits [B, outputs])`` for already (re)named entity markers."""
+    batch = passage.shape[0]
     d_out = self.passage_rnn(self.embed_tokens(passage, train=train), passage_length,
-                             train=train)
+                             train=train, initial_carry=self.initial_carry("passage", batch))
     q = self.question_rnn(self.embed_tokens(question, train=train), question_length,
-                          train=train).final_hidden
+                          train=train,
+                          initial_carry=self.initial_carry("question", batch)).final_hidden
     d, mask = d_out.outputs, d_out.mask
     alpha = self.attention(d, mask, q, train=train)
     ctx = jnp.einsum("bt,bth->bh", alpha, d)
-    terms = (self.out_context(ctx), self.out_question(q), self.out_mean(masked_mean(d, mask)))
+    terms = (self.out_context(ctx), self.out_question(q))
+    if self.readout_description_skip:
+      terms += (self.out_mean(masked_mean(d, mask)),)
     r = jnp.tanh(sum(n(t, train=train) for n, t in zip(self.out_norms, terms)))
     return alpha, self.logit(self.drop(r, deterministic=not train))
 

@@ -12,7 +12,9 @@ softmax (the authors' training cost): the entity markers
 * ``error``: 0/1 error of the prediction, restricted to the example's candidates
   when ``model.restrict_to_candidates`` (the entities of the passage, as in Hermann
   et al.'s evaluation; the 10 listed candidates of CBT-style data), the argmax over
-  every output otherwise (the authors' training curves).
+  every output otherwise (the authors' training curves). An evaluation split's
+  unanswerable questions (``answerable`` false, lnorm.data.cloze.dataset) count as
+  errors, so an error rate is over every question of the split.
 
 Variants (``norm``): ``none``; ``bn``, recurrent BN in both LSTMs (gain init 0.1,
 ``norm_options.bn.scale_init``); ``bn_everywhere``, also BN on the feed-forward
@@ -123,7 +125,9 @@ class Task(BaseTask):
         attention_size=m.attention_size, readout_size=m.readout_size,
         dropout=m.dropout, embed_dropout=m.embed_dropout, bilinear=m.bilinear,
         permute_in_training=c.data.permute_entities,
-        answer_vocabulary=m.answer_vocabulary, inits=self.inits)
+        answer_vocabulary=m.answer_vocabulary, inits=self.inits,
+        readout_description_skip=m.readout_description_skip,
+        learn_initial_cell=m.learn_initial_cell)
 
   def forward_macs(self, dataset, batch):
     batch_size, passage_tokens = batch["passage"].shape
@@ -156,4 +160,6 @@ class Task(BaseTask):
                                first)
       logits = restrict(logits, allowed)
     error = (jnp.argmax(logits, -1) != label).astype(jnp.float32)
+    if "answerable" in batch:  # An evaluation split's unanswerable question is wrong.
+      error = jnp.where(batch["answerable"], error, 1.0)
     return jnp.mean(nll), {"nll": nll, "error": error}

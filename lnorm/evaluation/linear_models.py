@@ -15,6 +15,11 @@ the same minimiser). ``loss``:
   (one-hot for classification, soft for Tai et al.'s relatedness encoding); scikit-
   learn's multinomial ``lbfgs`` fit, sample weights included.
 
+Also here, trained by Adam in rounds of epochs for the caller to stop early, the two
+published relatedness regressions: Kiros et al.'s softmax by cross-entropy
+(:func:`adam_softmax_rounds`) and SentEval's softmax by squared error
+(:func:`softmax_mse_rounds`).
+
 The intercept is unpenalised (scikit-learn's ``lbfgs``) or, with
 ``penalize_intercept``, the weight of a constant feature 1 penalised like the others
 (liblinear, ``intercept_scaling=1``, the solver of the scikit-learn of 2015).
@@ -42,6 +47,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 LOSSES = ("binary", "multinomial")
 #: Relative gradient tolerance: a fit stops when max |gradient| falls below TOLERANCE
@@ -393,3 +399,68 @@ def _adam_epochs(state, data, *, learning_rate, epochs):
 
   epoch = lambda _, state: jax.lax.scan(update, state, data)[0]
   return jax.lax.fori_loop(0, epochs, epoch, state)
+
+
+# --- SentEval's relatedness model: a linear softmax fit by the squared error ----------------
+
+
+def softmax_probabilities(params, x) -> np.ndarray:
+  logits = softmax_logits(params, x)
+  p = np.exp(logits - logits.max(-1, keepdims=True))
+  return p / p.sum(-1, keepdims=True)
+
+
+def softmax_mse_rounds(x, targets, *, seed: int, learning_rate: float, batch_size: int,
+                       epochs_per_round: int):
+  """Yields the (w [d, K], b [K]) of SentEval's RelatednessPytorch after every
+  ``epochs_per_round`` epochs, for ever: ``softmax(x w + b)`` fit to the target
+  distributions by the squared error summed over the batch and the classes, Adam
+  (PyTorch's defaults: beta 0.9, 0.999, eps 1e-8; no weight decay), minibatches of
+  ``batch_size`` in a new order every epoch, NumPy's ``permutation`` of the rows
+  from ``RandomState(seed)`` (SentEval seeds NumPy's global generator with its seed
+  and draws nothing else from it), the last batch short. w and b start from
+  PyTorch's ``nn.Linear`` distribution, U(+-1/sqrt(d)), drawn by JAX (PyTorch's own
+  generator is not reproduced). The caller decides when to stop."""
+  x = jnp.asarray(x, jnp.float32)
+  targets = jnp.asarray(targets, jnp.float32)
+  n, d = x.shape
+  k = targets.shape[1]
+  batches = -(-n // batch_size)
+  order = np.random.RandomState(seed)
+  bound = 1.0 / np.sqrt(d)
+  w_key, b_key = jax.random.split(jax.random.key(seed))
+  params = (jax.random.uniform(w_key, (d, k), jnp.float32, -bound, bound),
+            jax.random.uniform(b_key, (k,), jnp.float32, -bound, bound))
+  state = (params, _pytorch_adam(learning_rate).init(params))
+  padding = batches * batch_size - n
+  while True:
+    # Padded rows point at row 0 with weight 0: every batch has one shape.
+    rows = np.stack([np.pad(order.permutation(n), (0, padding))
+                     for _ in range(epochs_per_round)]).reshape(-1, batches, batch_size)
+    weight = np.broadcast_to(np.pad(np.ones(n, np.float32), (0, padding)),
+                             (epochs_per_round, batches * batch_size))
+    state = _mse_epochs(state, x, targets, jnp.asarray(rows),
+                        jnp.asarray(weight.reshape(rows.shape)), learning_rate=learning_rate)
+    yield tuple(np.asarray(p, np.float64) for p in state[0])
+
+
+def _pytorch_adam(learning_rate: float) -> optax.GradientTransformation:
+  return optax.adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8)
+
+
+@functools.partial(jax.jit, static_argnames=("learning_rate",))
+def _mse_epochs(state, x, targets, rows, weight, *, learning_rate):
+  optimizer = _pytorch_adam(learning_rate)
+
+  def loss(params, rows, weight):
+    p = jax.nn.softmax(jnp.dot(x[rows], params[0], precision=_HIGHEST) + params[1])
+    return jnp.sum(weight[:, None] * (p - targets[rows]) ** 2)
+
+  def update(state, batch):
+    params, opt_state = state
+    grads = jax.grad(loss)(params, *batch)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return (optax.apply_updates(params, updates), opt_state), None
+
+  epoch = lambda state, batches: (jax.lax.scan(update, state, batches)[0], None)
+  return jax.lax.scan(epoch, state, (rows, weight))[0]

@@ -29,9 +29,10 @@ example, as in the released CNN corpus) and every other word lower-cased.
 (:func:`cbt_examples`): for every sentence i with 20 sentences before it in its book
 and at least one answer, one example: the 20 sentences as context and sentence i as
 the query, one answer (drawn at random when several qualify) replaced by ``XXXXX``;
-10 candidates, the answer and 9 other entities of the context drawn at random,
-topped up with entities of the same book that are not in the context or the query
-when the context has fewer than 9 others. Consecutive examples share context
+10 candidates, the answer and 9 other entities drawn at random from those of the
+context and the query, as in the CBT, where every candidate appears in the context
+or the query (a sentence whose context and query name fewer than 9 other entities
+is no question). Consecutive examples share context
 sentences: every qualifying sentence is a query, not only one per window of 21. The
 task is written in the CBT file format (lnorm.data.cloze.cbt) into the lnorm cache
 directory (``<cache>/cbt-books-<key>/cbt/cbtest_NE_*.txt``, where it can be inspected
@@ -191,7 +192,6 @@ def load_cloze_books(config: Any, auto: bool) -> core.Dataset:
 def cbt_examples(sentences: Sequence[Sequence[str]], entities: frozenset[str],
                  rng: np.random.Generator) -> list[cbt.CbtExample]:
   """The CBT-style examples of one book's sentences (see the module docstring)."""
-  book_entities = sorted({w for s in sentences for w in s if w in entities})
   out = []
   c = cbt.CONTEXT_LINES
   for i in range(c, len(sentences)):
@@ -203,16 +203,11 @@ def cbt_examples(sentences: Sequence[Sequence[str]], entities: frozenset[str],
     if not choices:
       continue
     answer = choices[rng.integers(len(choices))]
-    others = [w for w in in_context if w != answer]
-    picked = [others[j] for j in
-              rng.choice(len(others), min(len(others), NUM_CANDIDATES - 1), replace=False)]
-    missing = NUM_CANDIDATES - 1 - len(picked)
-    if missing:
-      seen = set(in_context) | set(query)
-      spare = [w for w in book_entities if w not in seen]
-      if len(spare) < missing:
-        continue
-      picked += [spare[j] for j in rng.choice(len(spare), missing, replace=False)]
+    others = [w for w in dict.fromkeys(in_context + [w for w in query if w in entities])
+              if w != answer]
+    if len(others) < NUM_CANDIDATES - 1:
+      continue
+    picked = [others[j] for j in rng.choice(len(others), NUM_CANDIDATES - 1, replace=False)]
     blanked = tuple(cbt.BLANK if w == answer else w for w in query)
     out.append(cbt.CbtExample(tuple(map(tuple, context)), blanked, answer,
                               tuple(sorted([answer, *picked]))))
@@ -243,7 +238,9 @@ def write_task(corpus: Sequence[books.Book], config: Any, folder: str) -> str:
   of the corpus."""
   splits, described = cbt_splits(corpus, config)
   os.makedirs(os.path.join(folder, cbt.NAME))
-  names = file_names({s: len(e) for s, e in splits.items()})
+  counts = {s: len(e) for s, e in splits.items()}
+  names = file_names(counts)
+  described += "; questions: " + ", ".join(f"{s} {n}" for s, n in counts.items())
   for split, examples in splits.items():
     cbt.write_file(os.path.join(folder, cbt.NAME, names[split]), examples)
   with open(os.path.join(folder, SOURCE_NOTE), "w", encoding="utf-8") as f:

@@ -18,8 +18,8 @@ Mapping onto the reader's input (:func:`to_cloze`): the passage is the last
 with ``XXXXX`` as ``@placeholder``. The candidates become the entities: each example
 numbers its candidates ``@entity0`` .. ``@entity9`` in a random order (drawn from
 ``data.seed``), every occurrence of a candidate word in the passage and the question
-is replaced by its marker, and every other word is lower-cased, as in the CNN
-corpus. The same model and loss then serve both datasets, and predictions are
+is replaced by its marker, whatever its case (``In`` opening a sentence is the
+candidate ``in``), and every other word is lower-cased, as in the CNN corpus. The same model and loss then serve both datasets, and predictions are
 restricted to the example's candidates (``candidate_mask``). Examples whose answer is
 not in the kept passage are dropped and counted (lnorm.data.cloze.dataset).
 """
@@ -154,11 +154,15 @@ def read_file(path: str) -> list[CbtExample]:
 def to_cloze(e: CbtExample, context_sentences: int,
              rng: np.random.Generator) -> ex.ClozeExample:
   """The example as the reader sees it (see the module docstring)."""
-  markers = ex.random_markers(e.candidates, rng)
+  # Case-insensitive, as the published CBT readers match candidates: "In" opening a
+  # sentence is the candidate "in", "Mother" is "mother". Candidates equal but for
+  # case are one entity.
+  words = list(dict.fromkeys(c.lower() for c in e.candidates))
+  markers = ex.random_markers(words, rng)
   passage = [w for s in e.context[len(e.context) - context_sentences:] for w in s]
-  return ex.ClozeExample(ex.anonymise(passage, markers),
-                         ex.anonymise(e.query, markers, blank=BLANK), markers[e.answer],
-                         tuple(markers[c] for c in e.candidates))
+  return ex.ClozeExample(ex.anonymise(passage, markers, fold_case=True),
+                         ex.anonymise(e.query, markers, blank=BLANK, fold_case=True),
+                         markers[e.answer.lower()], tuple(markers[w] for w in words))
 
 
 def find_files(data_dir: str | None,

@@ -11,13 +11,20 @@ Ids: 0 pad, 1 OOV, 2 ``@placeholder``, 3 + k ``@entityk`` (``info['entity_offset
 frequency. Every split is padded to one length, so the shared loop draws batches
 from fixed-shape arrays. ``question_window`` > 0 cuts every question to that many
 tokens either side of ``@placeholder`` (a unidirectional question LSTM then ends
-near the blank). Examples longer than the limits, with more entities than
-``num_entities``, or whose answer is not in the passage are dropped and counted in
-the notes.
+near the blank).
+
+Unanswerable questions: longer than the limits, with more entities than
+``num_entities``, or whose answer is not in the passage. Training drops them. An
+evaluation split keeps every question, as published accuracies count every question
+of a split (the CBT's 2,000 validation and 2,500 test): an unanswerable one is cut to
+the limits (entity markers past ``num_entities`` become OOV) and flagged false in
+``answerable`` bool [N] (every split has it), which the attentive reader's error
+scores as wrong. The notes and ``info['unanswerable']`` say how many there were.
 
 Recorded with every dataset (``info['baselines']``, and the notes): the share of
 questions that the candidate seen most often in the passage answers, and chance,
-the mean of 1 / (number of candidates).
+the mean of 1 / (number of candidates); an unanswerable question counts as missed
+in both.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ DEFAULT_MAX_PASSAGE = 2000  # Tokens; CNN passages average about 760.
 DEFAULT_MAX_QUESTION = 100
 DEFAULT_NUM_ENTITIES = 600  # CNN numbers entities up to about 530.
 DEFAULT_VOCAB_SIZE = 50000
+#: The split whose unanswerable questions are dropped; the others score them wrong.
+TRAIN = "train"
 
 
 def vocabulary(train: Iterable[ex.ClozeExample], vocab_size: int,
@@ -61,29 +70,38 @@ def _within_limits(e: ex.ClozeExample, max_passage: int, max_question: int,
 
 
 def encode(examples: Sequence[ex.ClozeExample], vocab: text.Vocabulary, max_passage: int,
-           max_question: int, num_entities: int) -> dict[str, np.ndarray]:
-  """The arrays of the module docstring; every example must fit the limits."""
+           max_question: int, num_entities: int,
+           answerable: Sequence[bool] | None = None) -> dict[str, np.ndarray]:
+  """The arrays of the module docstring. An example flagged not ``answerable``
+  (default: all are) may exceed the limits: it is cut to them, and its answer past
+  ``num_entities`` is written as 0."""
+  answerable = np.ones(len(examples), bool) if answerable is None else np.asarray(
+      answerable, bool)
   passage, passage_length = text.pad_and_truncate(
       [vocab.encode(e.passage) for e in examples], max_passage, "post", "post")
   question, question_length = text.pad_and_truncate(
       [vocab.encode(e.question) for e in examples], max_question, "post", "post")
   answer = np.asarray([ex.entity_number(e.answer) for e in examples], np.int32)
+  answer = np.where(answerable, answer, np.where(answer < num_entities, answer, 0))
   arrays = {"passage": passage, "passage_length": passage_length, "question": question,
-            "question_length": question_length, "answer": answer.reshape(-1)}
+            "question_length": question_length, "answer": answer.reshape(-1).astype(np.int32),
+            "answerable": answerable}
   if examples and examples[0].candidates is not None:
     mask = np.zeros((len(examples), num_entities), bool)
     for i, e in enumerate(examples):
-      mask[i, [ex.entity_number(c) for c in e.candidates]] = True
+      numbers = [ex.entity_number(c) for c in e.candidates]
+      mask[i, [n for n in numbers if n < num_entities]] = True
     arrays["candidate_mask"] = mask
   return arrays
 
 
 def _describe(split: str, kept: int, over: int, unanswerable: int, mean_length: float,
               base: dict[str, float]) -> str:
-  dropped = [f"{over} over the limits"]
+  problems = [f"{over} over the limits"]
   if unanswerable:
-    dropped.append(f"{unanswerable} without the answer in the passage")
-  return (f"{split}: {kept} questions ({', '.join(dropped)} dropped), mean passage "
+    problems.append(f"{unanswerable} without the answer in the passage")
+  fate = "dropped" if split == TRAIN else "kept and scored wrong"
+  return (f"{split}: {kept} questions ({', '.join(problems)} {fate}), mean passage "
           f"{mean_length:.0f} tokens, most-frequent-candidate accuracy "
           f"{base['most_frequent_candidate_accuracy']:.3f}, chance "
           f"{base['chance_accuracy']:.3f}")
@@ -103,24 +121,28 @@ def build(splits: dict[str, list[ex.ClozeExample]], config: Any, source: str,
     num_entities = core.option(config, "num_entities", DEFAULT_NUM_ENTITIES)
   vocab_size = core.option(config, "vocab_size", DEFAULT_VOCAB_SIZE)
   window = core.option(config, "question_window", 0)
-  kept, over, unanswerable = {}, {}, {}
+  kept, answerable, over, unanswerable = {}, {}, {}, {}
   for split, examples in splits.items():
     examples = [ex.question_window(e, window) for e in examples]
-    fit = [e for e in examples
-           if _within_limits(e, max_passage, max_question, num_entities)]
-    kept[split] = [e for e in fit if e.answer in e.passage]
-    over[split] = len(examples) - len(fit)
-    unanswerable[split] = len(fit) - len(kept[split])
-  if not kept.get("train"):
+    fits = [_within_limits(e, max_passage, max_question, num_entities) for e in examples]
+    ok = [f and e.answer in e.passage for f, e in zip(fits, examples)]
+    over[split] = fits.count(False)
+    unanswerable[split] = len(examples) - over[split] - ok.count(True)
+    if split == TRAIN:
+      kept[split] = [e for e, k in zip(examples, ok) if k]
+      answerable[split] = [True] * len(kept[split])
+    else:
+      kept[split], answerable[split] = examples, ok
+  if not kept.get(TRAIN):
     raise core.DataError(
         f"cloze at {location}: no training example fits max_passage_tokens="
         f"{max_passage}, max_question_tokens={max_question}, num_entities="
         f"{num_entities} with its answer in the passage; raise those --config.data "
         "fields.")
-  vocab = vocabulary(kept["train"], vocab_size, num_entities)
-  arrays = {s: encode(e, vocab, max_passage, max_question, num_entities)
+  vocab = vocabulary(kept[TRAIN], vocab_size, num_entities)
+  arrays = {s: encode(e, vocab, max_passage, max_question, num_entities, answerable[s])
             for s, e in kept.items()}
-  base = {s: ex.baselines(e) for s, e in kept.items()}
+  base = {s: ex.baselines(e, answerable[s]) for s, e in kept.items()}
   cut = f"questions cut to {window} tokens either side of the blank" if window else ""
   described = "; ".join(
       _describe(s, len(kept[s]), over[s], unanswerable[s],
@@ -130,6 +152,7 @@ def build(splits: dict[str, list[ex.ClozeExample]], config: Any, source: str,
           "num_entities": num_entities, "entity_offset": ex.ENTITY_OFFSET,
           "placeholder_id": ex.PLACEHOLDER_ID, "baselines": base,
           "num_questions": {s: len(e) for s, e in kept.items()},
+          "unanswerable": {s: answerable[s].count(False) for s in kept},
           "max_passage_tokens": max_passage, "max_question_tokens": max_question}
   return core.Dataset(NAME, source, location, arrays,
                       "; ".join(n for n in (notes, cut, described) if n), info)
@@ -164,6 +187,7 @@ def _from_cache(arrays: dict[str, np.ndarray], source: str, location: str,
           "entity_offset": ex.ENTITY_OFFSET, "placeholder_id": ex.PLACEHOLDER_ID,
           "baselines": base,
           "num_questions": {s: len(a["answer"]) for s, a in splits.items()},
+          "unanswerable": {s: int(np.sum(~a["answerable"])) for s, a in splits.items()},
           "max_passage_tokens": splits["train"]["passage"].shape[1],
           "max_question_tokens": splits["train"]["question"].shape[1]}
   return core.Dataset(NAME, source, location, splits, str(arrays["notes"]), info)

@@ -56,16 +56,19 @@ def random_markers(words: Sequence[str], rng: np.random.Generator) -> dict[str, 
 
 
 def anonymise(tokens: Sequence[str], markers: Mapping[str, str],
-              blank: str | None = None) -> tuple[str, ...]:
+              blank: str | None = None, fold_case: bool = False) -> tuple[str, ...]:
   """Tokens with each word of ``markers`` replaced by its marker, ``blank`` (if
   given) by ``@placeholder``, and every other word lower-cased, as in the CNN
-  corpus."""
+  corpus. ``fold_case``: a token matches a word of ``markers`` (whose keys are then
+  lower case) whatever its case, so ``In`` opening a sentence is the candidate
+  ``in``."""
   out = []
   for w in tokens:
+    key = w.lower() if fold_case else w
     if w == blank:
       out.append(PLACEHOLDER)
-    elif w in markers:
-      out.append(markers[w])
+    elif key in markers:
+      out.append(markers[key])
     else:
       out.append(w.lower())
   return tuple(out)
@@ -105,14 +108,19 @@ def most_frequent_candidate(example: ClozeExample) -> str:
   return cands[best]
 
 
-def baselines(examples: Sequence[ClozeExample]) -> dict[str, float]:
+def baselines(examples: Sequence[ClozeExample],
+              answerable: Sequence[bool] | None = None) -> dict[str, float]:
   """Accuracy of guessing the most frequent candidate of the passage, and chance,
-  the mean of 1 / (number of candidates)."""
+  the mean of 1 / (number of candidates); a question not ``answerable`` counts as
+  missed in both, as the reader's error counts it."""
   if not examples:
     return {"most_frequent_candidate_accuracy": float("nan"),
             "chance_accuracy": float("nan")}
+  answerable = [True] * len(examples) if answerable is None else answerable
   return {
       "most_frequent_candidate_accuracy": float(np.mean(
-          [most_frequent_candidate(e) == e.answer for e in examples])),
-      "chance_accuracy": float(np.mean([1.0 / len(candidates(e)) for e in examples])),
+          [ok and most_frequent_candidate(e) == e.answer
+           for e, ok in zip(examples, answerable)])),
+      "chance_accuracy": float(np.mean([1.0 / len(candidates(e)) if ok else 0.0
+                                        for e, ok in zip(examples, answerable)])),
   }
