@@ -36,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "(default all).")
   parser.add_argument("--protocol", default="senteval",
                       help="senteval (default): SentEval's stratified nested 10-fold "
-                      "cross-validation over C in 2^-2..2^3, the sentence vectors as they "
-                      "are; kiros: the skip-thoughts authors' eval_*.py scripts, with "
+                      "cross-validation over C in 2^-2..2^3 (TREC: 2^-1..2^5 on its "
+                      "train/test split), rows read and sorted as SentEval reads them, "
+                      "SICK by its squared-error softmax; kiros: the skip-thoughts authors' eval_*.py scripts, with "
                       "L2-normalised vectors, C in 2^0..2^8 by their folds, liblinear's "
                       "penalised intercept, EOS appended for SICK only and SICK's "
                       "regression trained by Adam and stopped early on the trial set. "
