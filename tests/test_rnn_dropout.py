@@ -52,7 +52,7 @@ def _normalize(variant, name, p, a, real):
   nothing."""
   per_row = ref.cell_norm_ref(variant, name, PRMS_P)
   if per_row is not None:
-    return per_row(np, a, p[name])
+    return per_row(np, a, p.get(name, {}))  # LayerNorm-simple has no parameters
   if variant == "bn":
     n = real.sum()
     mu = (a * real).sum(0) / n

@@ -1,6 +1,6 @@
 """DyT, ScaleNorm and LayerNorm-simple against float64 NumPy references written from
 their papers' equations (tests/references.py), in the feed-forward modules the
-registry builds and in the recurrent cells' step modules."""
+registry builds, in the recurrent cells' step modules and in the perm-MNIST MLP."""
 
 from __future__ import annotations
 
@@ -11,13 +11,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from configs import perm_mnist as perm_mnist_config
+from configs import skip_thoughts as skip_thoughts_config
+from experiments.perm_mnist import task as perm_mnist
 from lnorm.normalization import (
     NORMS, PER_EXAMPLE_NORMS, DynamicTanh, ScaleNorm, make_norm)
 from lnorm.normalization import functional as F
 from lnorm.rnn import (
-    RecurrentLayer, StepDynamicTanh, StepLayerNormSimple, StepScaleNorm, make_gru_cell,
-    make_lstm_cell, recurrence_path)
+    RecurrentLayer, StepDynamicTanh, StepLayerNormSimple, StepScaleNorm, cell_options,
+    make_gru_cell, make_lstm_cell, recurrence_path)
+from tests import references as ref
 from tests.references import dyt_ref, ln_ref, scalenorm_ref
+from tests.test_forward_models import TOL, _apply_train, _dataset, _init, mlp_ref
 
 # Full-precision matmuls and no silent rank promotion (tests/conftest.py).
 pytestmark = pytest.mark.usefixtures("precise_jax")
@@ -237,3 +242,37 @@ def test_fused_scan_refuses_a_normalizer_it_cannot_run():
   with pytest.raises(ValueError, match="not variant 'dyt'.*step by step"):
     cell.init(jax.random.key(0), x, method=lambda c, x: c.fused_scan(
         c.initialize_carry(jax.random.key(0), x.shape[1:]), x))
+
+
+# --- Through the experiments' configs and tasks --------------------------------------
+
+
+@pytest.mark.parametrize("norm", NEW_NORMS)
+def test_perm_mnist_mlp_matches_the_equations(norm):
+  config = perm_mnist_config.get_config(f"norm={norm}")
+  config.hidden_sizes = (9, 7)
+  task = perm_mnist.Task(config)
+  model = task.build_model(_dataset(num_classes=4))
+  images = np.random.default_rng(0).integers(0, 256, size=(6, 20), dtype=np.uint8)
+  (x,) = task.model_inputs({"image": images})
+  variables = _perturbed(_init(model, x, train=True))
+  y = _apply_train(model, variables, x)
+  p = ref.f64(variables["params"])
+  np.testing.assert_allclose(y, mlp_ref(p, images / 255.0, norm, "pre", False), **TOL)
+  ref.assert_differs(y, mlp_ref(p, images / 255.0, "none", "pre", False),
+                     atol=TOL["atol"], what="the MLP without its norm")
+
+
+def test_config_options_reach_the_cells():
+  config = skip_thoughts_config.get_config("norm=dyt,smoke=true")
+  config.norm_options.dyt.alpha_init = 1.25
+  config.norm_options.scalenorm.eps = 1e-3
+  config.norm_options.ln_simple.eps = 1e-4
+  options = cell_options(config)
+  assert (options["dyt_alpha_init"], options["scalenorm_eps"],
+          options["ln_simple_eps"]) == (1.25, 1e-3, 1e-4)
+  layer = RecurrentLayer(make_gru_cell("dyt", **options), 4)
+  params = jax.eval_shape(layer.init, jax.random.key(0), _x((2, 3, 5)))
+  assert set(params["params"]["layer_0"]["hidden_gate_norm"]) == {"alpha", "scale", "bias"}
+  params = jax.jit(layer.init)(jax.random.key(0), _x((2, 3, 5)))["params"]["layer_0"]
+  assert float(params["input_candidate_norm"]["alpha"]) == 1.25
