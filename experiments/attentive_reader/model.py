@@ -236,4 +236,6 @@ def forward_macs(config, batch_size: int, passage_tokens: int, question_tokens: 
   lstm = lambda t: t * (e * 4 * h + h * 4 * h)
   attention = tp * h * a + h * a + tp * a + (tp * h * h + h * h if m.bilinear else 0)
   pooling = tp * h  # sum_t alpha_t d_t (the mean of d_t is a sum, not a matmul)
-  return batch_size * (lstm(tp) + lstm(tq) + attention + pooling + 3 * h * r + r * n)
+  readout_terms = 3 if m.readout_description_skip else 2  # context, question (, mean)
+  return batch_size * (lstm(tp) + lstm(tq) + attention + pooling + readout_terms * h * r
+                       + r * n)
