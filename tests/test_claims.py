@@ -158,7 +158,8 @@ def test_two_seeds_are_too_few(tmp_path):
 
 def test_no_runs_of_the_claimed_norm_yet(tmp_path):
   baseline(tmp_path)
-  assert judge(tmp_path, norm="rms").why == "no finished rms runs yet"
+  v = judge(tmp_path, norm="rms")
+  assert (v.verdict, v.why) == (claims.NOT_RUN, "no finished rms runs yet")
 
 
 def test_the_claim_against_another_normalizer(tmp_path):

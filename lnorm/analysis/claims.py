@@ -41,6 +41,8 @@ NO_EFFECT_MARGIN = 0.1
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
 INCONCLUSIVE = "inconclusive at this scale"
+#: Not a verdict: one side of the claim has no finished runs.
+NOT_RUN = "not run yet"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,15 +243,16 @@ def judge(runs: Sequence[Run], experiment: str, norm: str, against: str, kind: s
   finished = [r for r in runs if str(r.config.get("experiment")) == experiment
               and report._finished(r)]  # pylint: disable=protected-access
   if not finished:
-    return Verdict(INCONCLUSIVE, "no finished runs yet")
+    return Verdict(NOT_RUN, "no finished runs yet")
   metric = report._target_metric(experiment, finished)  # pylint: disable=protected-access
   chosen = [r for r in finished if compare.matches(r.config, where or {})
             and str(r.config.get("norm")) in (norm, against)]
   have = {str(r.config.get("norm")) for r in chosen}
   missing = [n for n in (norm, against) if n not in have]
-  if metric is None or missing:
-    return Verdict(INCONCLUSIVE, f"no finished {' or '.join(missing)} runs yet" if missing
-                   else "no held-out metric that every run logged")
+  if missing:
+    return Verdict(NOT_RUN, f"no finished {' or '.join(missing)} runs yet")
+  if metric is None:
+    return Verdict(INCONCLUSIVE, "no held-out metric that every run logged")
   comparisons = compare.compare(chosen, metric, f"norm={against}")
   if len(comparisons) != 1:
     return Verdict(INCONCLUSIVE, "the runs differ in more than the normalizer and seed")

@@ -241,9 +241,13 @@ class Report:
     lines = [f"Generated from the records under `results/{self.scale}/` (one run per "
              "member: its config.json and metrics.jsonl). The rule and the settings: "
              "`docs/benchmark.md`.", ""]
-    if self.rows:
-      lines.append(claims.headline_markdown(self.rows).rstrip("\n"))
-      lines.append("")
+    not_started = [e for e, m in self.missing.items() if len(m) == self.total[e]]
+    if self.rows or not_started:
+      table = claims.headline_markdown(self.rows).rstrip("\n").split("\n")
+      # An experiment without records keeps its place in the table.
+      table += [f"| {e} | — | — | 0/{self.total[e]} members run | not run yet | | |"
+                for e in not_started]
+      lines += table + [""]
     lines += ["Claims:", ""]
     for v in self.verdicts:
       c = v.claim
