@@ -206,3 +206,60 @@ def test_results_md_shows_what_the_committed_records_give():
   plans = bench.plans(list(suite.SUITE), "cpu", "runs/benchmark")
   expected = bench.build_report(plans, bench.records_root("cpu"), "cpu").markdown()
   assert shown == expected
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def test_report_only_writes_the_document_from_records(half_finished, tmp_path, capsys):
+  plan, records, calls, _ = half_finished
+  doc = tmp_path / "results.md"
+  doc.write_text("# Results\n\nEarlier runs.\n")
+  argv = ["benchmark", "--experiments", "perm_mnist", "--records", records, "--report-only",
+          "--workdir", os.path.dirname(os.path.dirname(plan.workdir)), "--update", str(doc),
+          "--no-wandb"]
+  assert cli.main(argv) == 0
+  assert calls == []  # --report-only trains nothing...
+  # ...but records the member that finished in the workdir (norm=ln,seed=0).
+  assert os.path.isdir(os.path.join(records, "perm_mnist", "norm=ln,seed=0"))
+  printed = capsys.readouterr().out
+  shown = bench.between_markers(doc.read_text())
+  assert shown and shown in printed and doc.read_text().endswith("Earlier runs.\n")
+  assert "Members with records: perm_mnist 2/20." in shown  # The real suite: 5 seeds x 4.
+
+
+class _FakeRun:
+  def __init__(self):
+    self.logged, self.finished = {}, False
+
+  def log(self, values):
+    self.logged.update(values)
+
+  def finish(self):
+    self.finished = True
+
+
+def test_the_verdict_table_goes_to_wandb(half_finished, monkeypatch):
+  import wandb
+  from lnorm.training import metrics_writer
+  plan, records, _, _ = half_finished
+  bench.run(plan, records, {})
+  report = bench.build_report([plan], records, "cpu")
+  run, seen = _FakeRun(), {}
+  monkeypatch.setattr(metrics_writer, "wandb_mode", lambda configured: ("offline", ""))
+  monkeypatch.setattr(wandb, "init", lambda **kw: seen.update(kw) or run)
+  bench.log_verdicts(report)
+  assert (seen["group"], seen["job_type"], seen["mode"]) == ("benchmark", "report", "offline")
+  table = run.logged["benchmark/verdicts"]
+  assert table.columns[-2:] == ["verdict", "evidence"]
+  assert table.data == [["perm_mnist", "LN is faster", "ln", "none", "not reproduced",
+                         report.verdicts[0].verdict.why]]
+  assert len(run.logged["benchmark/headline"].data) == 2 and run.finished
+
+
+def test_wandb_disabled_logs_nothing(half_finished, monkeypatch):
+  import wandb
+  plan, records, _, _ = half_finished
+  monkeypatch.setenv("WANDB_MODE", "disabled")
+  monkeypatch.setattr(wandb, "init", lambda **kw: pytest.fail("wandb.init called"))
+  bench.log_verdicts(bench.build_report([plan], records, "cpu"))
