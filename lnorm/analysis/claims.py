@@ -178,7 +178,7 @@ class Row:
   problem: str = ""
 
 
-def _group(runs: Sequence[Run], metric: str, baseline_norm: str) -> compare.Comparison:
+def _comparison(runs: Sequence[Run], metric: str, baseline_norm: str) -> compare.Comparison:
   (comparison,) = compare.compare(runs, metric, f"norm={baseline_norm}")
   return comparison
 
@@ -193,14 +193,14 @@ def headline_rows(runs: Sequence[Run]) -> list[Row]:
       cell = column.cells.get(key)
       if cell is None:
         continue
-      norm = norm_table.row_label(key).replace(" (baseline)", "")
+      norm = f"{key[0]}, {key[1]}" if key[1] else key[0]
       row = Row(column.experiment, column.context, norm, column.metric or "", len(cell.runs),
                 0, None, None, None)
       if column.problem or baseline is None:
         row.problem = column.problem or "no baseline run"
       else:
         members = baseline.runs + ([] if key == ("none", "") else cell.runs)
-        comparison = _group(members, column.metric, "none")
+        comparison = _comparison(members, column.metric, "none")
         group = (comparison.baseline_group if key == ("none", "") else
                  next(g for g in comparison.groups if not g.is_baseline))
         row.reached = len(group.reached)
