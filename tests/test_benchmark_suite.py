@@ -87,7 +87,7 @@ def _fake_train(calls):
 
   def run_member(config_spec, member, extra, sweep_name, stream):
     del sweep_name, stream
-    calls.append(member.name)
+    calls.append(f"{os.path.basename(os.path.dirname(member.workdir))},{member.name}")
     config = runner.member_config(config_spec, member, extra)
     os.makedirs(member.workdir, exist_ok=True)
     with open(os.path.join(member.workdir, "config.json"), "w") as f:
@@ -116,13 +116,13 @@ def half_finished(tmp_path, monkeypatch):
   records = str(tmp_path / "results")
   first = bench.Plan(TOY, plan.setting, plan.members[:1], str(tmp_path / "elsewhere"))
   bench.run(first, records, {})  # The other machine: norm=none,seed=0, recorded.
-  runner_members, _ = plan.prepare({})
+  runner_members, _ = plan.prepare_all({})
   ln0 = runner_members["norm=ln,seed=0"].workdir
-  _fake_train([])(TOY.scales["cpu"].config, runner_members["norm=ln,seed=0"],
-                  {**plan.setting.overrides}, "", False)
+  by_name = {m.name: m for m in plan.members}
+  for name in ("norm=ln,seed=0", "norm=none,seed=1"):
+    _fake_train([])(TOY.scales["cpu"].config, runner_members[name],
+                    plan.group_overrides(by_name[name], {}), "", False)
   none1 = runner_members["norm=none,seed=1"].workdir
-  _fake_train([])(TOY.scales["cpu"].config, runner_members["norm=none,seed=1"],
-                  {**plan.setting.overrides}, "", False)
   with open(os.path.join(none1, "metrics.jsonl")) as f:
     lines = f.readlines()
   with open(os.path.join(none1, "metrics.jsonl"), "w") as f:
@@ -263,3 +263,39 @@ def test_wandb_disabled_logs_nothing(half_finished, monkeypatch):
   monkeypatch.setenv("WANDB_MODE", "disabled")
   monkeypatch.setattr(wandb, "init", lambda **kw: pytest.fail("wandb.init called"))
   bench.log_verdicts(bench.build_report([plan], records, "cpu"))
+
+
+def test_a_later_seed_selection_trains_its_own_members(tmp_path, monkeypatch):
+  # Run seed 0 alone, then seed 1 alone: each sweep has one seed, and the second must
+  # not take the first's finished workdir for its own.
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  calls = []
+  monkeypatch.setattr(runner, "_run_member", _fake_train(calls))
+  records = str(tmp_path / "results")
+  for seed in (0, 1):
+    (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"), norms=["ln"], seeds=[seed])
+    bench.run(plan, records, {})
+  assert calls == ["norm=ln,seed=0", "norm=ln,seed=1"]
+  group = tmp_path / "runs" / "cpu" / "perm_mnist" / "norm=ln"
+  assert sorted(p.name for p in group.iterdir() if p.is_dir()) == ["seed=0", "seed=1"]
+  with open(os.path.join(records, "perm_mnist", "norm=ln,seed=1", "config.json")) as f:
+    config = json.load(f)["config"]
+  assert (config["seed"], config["norm"], config["wandb.group"]) == (1, "ln", "perm_mnist")
+
+
+def test_parallel_runs_a_groups_seeds_together(tmp_path, monkeypatch):
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  calls, streamed = [], []
+  fake = _fake_train(calls)
+
+  def run_member(config_spec, member, extra, sweep_name, stream):
+    streamed.append(stream)
+    return fake(config_spec, member, extra, sweep_name, stream)
+
+  monkeypatch.setattr(runner, "_run_member", run_member)
+  (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"))
+  assert bench.run(plan, str(tmp_path / "results"), {}, parallel=2) == []
+  # Each group is one sweep of three seeds, two at a time: none's before ln's.
+  assert sorted(calls[:3]) == [f"norm=none,seed={s}" for s in range(3)]
+  assert sorted(calls[3:]) == [f"norm=ln,seed={s}" for s in range(3)]
+  assert streamed == [False] * 6

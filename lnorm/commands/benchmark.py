@@ -69,8 +69,8 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     if args.report_only:
       bench.collect(plan, records, overrides)
       continue
-    summary = bench.run(plan, records, overrides, parallel=args.parallel)
-    failed += [f"{plan.experiment.name}/{name}" for name in summary.failed]
+    failed += [f"{plan.experiment.name}/{name}"
+               for name in bench.run(plan, records, overrides, parallel=args.parallel)]
   report = bench.build_report(plans, records, args.scale)
   text = report.markdown()
   print()

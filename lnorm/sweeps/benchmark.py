@@ -1,19 +1,21 @@
-"""Running the benchmark suite: one ``lnorm sweep`` per experiment, and its records.
+"""Running the benchmark suite through ``lnorm sweep``'s runner, and its records.
 
-Each experiment's members train through :func:`lnorm.sweeps.runner.run_sweep` into
-``<workdir>/<scale>/<experiment>/``, so that a finished member is skipped and an
-interrupted one resumes from its checkpoint. A finished member's ``config.json`` and
-``metrics.jsonl`` are then copied to ``<records>/<experiment>/<member>/`` (the
-repository's ``results/<scale>/``), the metrics compressed when large; nothing else
-(no checkpoints). Those records are what the headline table is computed from, and
-a member whose records exist counts as finished: its records are copied back into
-its workdir before the sweep, where the runner sees a finished run. So the suite
-can be completed over several sittings, on several machines.
+An experiment's members are grouped by variant and normalizer (``norm=ln``,
+``batch_size=25,norm=bln``); each group is a sweep over seeds
+(:func:`lnorm.sweeps.runner.run_sweep`) into
+``<workdir>/<scale>/<experiment>/<group>/seed=<s>/``, so that a finished member is
+skipped and an interrupted one resumes from its checkpoint, whatever part of the
+suite a command selects. One member at a time, the members go seed by seed (every
+normalizer at seed 0 first: a sitting that ends early leaves whole seeds); with
+``--parallel N`` each group's seeds run N at once.
 
-The runner names members' workdirs by what tells them apart within the command's
-selection; records are named by the member alone (``norm=ln,seed=0``), so a member
-is the same record whichever selection ran it. An interrupted member resumes when
-the same selection is run again.
+A finished member's ``config.json`` and ``metrics.jsonl`` are then copied to
+``<records>/<experiment>/<group>,seed=<s>/`` (the repository's ``results/<scale>/``),
+the metrics compressed when large; nothing else (no checkpoints). Those records are
+what the headline table is computed from, and a member whose records exist counts as
+finished: its records are copied back into its workdir before its sweep, where the
+runner sees a finished run. So the suite can be completed over several sittings, on
+several machines.
 """
 
 from __future__ import annotations
@@ -50,24 +52,53 @@ def records_root(scale: str) -> str:
 
 @dataclasses.dataclass
 class Plan:
-  """One experiment's part of a benchmark command: its sweep and its members."""
+  """One experiment's part of a benchmark command: its members and where they train."""
   experiment: suite.Experiment
   setting: suite.Setting
   members: list[suite.Member]
-  workdir: str
+  workdir: str  # <workdir>/<scale>/<experiment>
 
-  def overrides(self, m: suite.Member) -> dict[str, str]:
-    return {"norm": m.norm, "seed": str(m.seed), **m.variant}
+  def groups(self) -> dict[str, list[suite.Member]]:
+    """The members by group (variant and normalizer), in the plan's order."""
+    out: dict[str, list[suite.Member]] = {}
+    for m in self.members:
+      out.setdefault(m.group, []).append(m)
+    return out
 
-  def space(self) -> SweepSpace:
-    return SweepSpace(named=[self.overrides(m) for m in self.members])
+  def group_workdir(self, group: str) -> str:
+    return os.path.join(self.workdir, group)
 
-  def prepare(self, extra: dict[str, str]):
-    """The runner's members (by member name) and configs; checks every value first."""
-    runner_members, configs = runner.prepare(self.setting.config, self.space(), self.workdir,
-                                             {**self.setting.overrides, **extra})
-    by_name = dict(zip([m.name for m in self.members], runner_members))
-    return by_name, {m.name: configs[r.name] for m, r in zip(self.members, runner_members)}
+  def group_overrides(self, member: suite.Member, extra: dict[str, str]) -> dict[str, str]:
+    """What every seed of ``member``'s group gets; the command's --config.x=y win."""
+    return {**self.setting.overrides, **member.variant, "norm": member.norm,
+            "wandb.group": self.experiment.name, **extra}
+
+  def sweep_name(self, group: str) -> str:
+    return f"{self.experiment.name}/{group}"
+
+  def prepare(self, members: Sequence[suite.Member], extra: dict[str, str]):
+    """The runner's members and configs for ``members`` of one group, by member name;
+    checks every value against the config first."""
+    first = members[0]
+    runner_members, configs = runner.prepare(
+        self.setting.config, seed_space(members), self.group_workdir(first.group),
+        self.group_overrides(first, extra))
+    return ({m.name: r for m, r in zip(members, runner_members)},
+            {m.name: configs[r.name] for m, r in zip(members, runner_members)})
+
+  def prepare_all(self, extra: dict[str, str]):
+    found, configs = {}, {}
+    for members in self.groups().values():
+      f, c = self.prepare(members, extra)
+      found.update(f)
+      configs.update(c)
+    return found, configs
+
+
+def seed_space(members: Sequence[suite.Member]) -> SweepSpace:
+  """A sweep over the members' seeds: its members are named ``seed=<s>`` whether it
+  has one seed or several."""
+  return SweepSpace(grid=[("seed", [str(m.seed) for m in members])])
 
 
 def plans(experiments: Sequence[suite.Experiment], scale: str, workdir: str,
@@ -155,7 +186,7 @@ def collect(plan: Plan, records: str, extra: dict[str, str], out=None) -> list[s
   out = out or sys.stdout
   if not os.path.isdir(plan.workdir):
     return []
-  runner_members, configs = plan.prepare(extra)
+  runner_members, configs = plan.prepare_all(extra)
   saved = []
   for m in plan.members:
     workdir = runner_members[m.name].workdir
@@ -175,30 +206,43 @@ def collect(plan: Plan, records: str, extra: dict[str, str], out=None) -> list[s
 
 def unfinished(plan: Plan, records: str, extra: dict[str, str]) -> list[suite.Member]:
   """The plan's members with neither records nor a finished workdir."""
-  runner_members, configs = plan.prepare(extra)
+  runner_members, configs = plan.prepare_all(extra)
   return [m for m in plan.members
           if not has_records(records, m, configs[m.name])
           and not runner.is_finished(runner_members[m.name].workdir, configs[m.name])]
 
 
-def run(plan: Plan, records: str, extra: dict[str, str], parallel: int = 1) -> runner.Summary:
-  """Runs (or resumes) one experiment's members and saves the finished ones' records.
+def run(plan: Plan, records: str, extra: dict[str, str], parallel: int = 1) -> list[str]:
+  """Runs (or resumes) one experiment's members and saves the finished ones' records;
+  returns the members that failed.
 
   Members with records are restored into their workdirs first, so the runner skips
   them; the records are saved even when the sweep is interrupted.
   """
-  runner_members, configs = plan.prepare(extra)  # Checks every value before running.
+  runner_members, configs = plan.prepare_all(extra)  # Checks every value before running.
   for m in plan.members:
     workdir = runner_members[m.name].workdir
     if has_records(records, m, configs[m.name]) and not runner.is_finished(
         workdir, configs[m.name]):
       restore_records(record_dir(records, m), workdir)
+  todo = [m for m in plan.members if not runner.is_finished(runner_members[m.name].workdir,
+                                                             configs[m.name])]
+  # One at a time, seed by seed; in parallel, a group's seeds at once.
+  batches = ([[m] for m in todo] if parallel <= 1 else
+             [[m for m in todo if m.group == g] for g in plan.groups()])
+  failed = []
   try:
-    return runner.run_sweep(plan.setting.config, plan.space(), plan.workdir,
-                            {**plan.setting.overrides, **extra}, parallel=parallel,
-                            figures=False)
+    for members in filter(None, batches):
+      group = members[0].group
+      summary = runner.run_sweep(plan.setting.config, seed_space(members),
+                                 plan.group_workdir(group),
+                                 plan.group_overrides(members[0], extra), parallel=parallel,
+                                 figures=False, name=plan.sweep_name(group))
+      failed += [f"{group},{name}" for name in summary.failed]
+      collect(plan, records, extra)  # As members finish, so a sitting keeps its records.
   finally:
     collect(plan, records, extra)
+  return failed
 
 
 def print_commands(plans_: Iterable[Plan], records: str, extra: dict[str, str],
@@ -206,12 +250,13 @@ def print_commands(plans_: Iterable[Plan], records: str, extra: dict[str, str],
   """One ``lnorm train`` line per member that is not finished; returns how many."""
   count = 0
   for plan in plans_:
-    todo = {m.name for m in unfinished(plan, records, extra)}
-    runner_members, _ = plan.prepare(extra)
-    chosen = [runner_members[m.name] for m in plan.members if m.name in todo]
-    runner.print_commands(plan.setting.config, chosen, {**plan.setting.overrides, **extra},
-                          runner.sweep_label(plan.workdir), out=out)
-    count += len(chosen)
+    todo = unfinished(plan, records, extra)
+    for m in todo:
+      runner_members, _ = plan.prepare([m], extra)
+      runner.print_commands(plan.setting.config, [runner_members[m.name]],
+                            plan.group_overrides(m, extra), plan.sweep_name(m.group),
+                            out=out)
+    count += len(todo)
   return count
 
 
