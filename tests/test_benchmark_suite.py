@@ -83,7 +83,8 @@ def test_the_cli_refuses_a_bad_flag_value(capsys):
 
 def _fake_train(calls):
   """Stands in for ``runner._run_member``: writes a finished run (every 7 updates a
-  test error falling to 0.1, an epoch of 21 updates) and counts the call."""
+  test error falling to 0.1, an epoch of 21 updates; 1 s of training per evaluation,
+  times the seed + 1, doubled for ln) and counts the call."""
 
   def run_member(config_spec, member, extra, sweep_name, stream):
     del sweep_name, stream
@@ -95,7 +96,8 @@ def _fake_train(calls):
                  "data": {"location": os.path.join(os.environ["LNORM_DATA_DIR"], "mnist")}}, f)
     with open(os.path.join(member.workdir, "metrics.jsonl"), "w") as f:
       for i, v in enumerate((0.5, 0.3, 0.1), 1):
-        record = {"step": 7 * i, "epoch": i / 3, "test/error": v, "time/train_seconds": i}
+        record = {"step": 7 * i, "epoch": i / 3, "test/error": v,
+                  "time/train_seconds": i * (config.seed + 1) * (2 if config.norm == "ln" else 1)}
         if i == 3:
           record["time/epoch_seconds"] = 3.0
         f.write(json.dumps(record) + "\n")
@@ -160,6 +162,9 @@ def test_the_report_rebuilds_from_records_alone(half_finished, tmp_path):
   assert [(r.norm, r.reached, r.runs) for r in report.rows] == [("none", 3, 3), ("ln", 3, 3)]
   assert report.missing == {"perm_mnist": []}
   assert "Members with records: perm_mnist 6/6." in report.markdown()
+  # none 3, 6 and 9 s of training; ln twice that: 54 s in all.
+  assert ("excluded): 0.9 min over 6 members; the slowest, perm_mnist/norm=ln,seed=2, "
+          "0.3 min.") in report.markdown()
   (v,) = report.verdicts  # Identical runs: a ratio of exactly 1, no saving.
   assert v.verdict.verdict == "not reproduced"
 

@@ -281,6 +281,7 @@ class Report:
   verdicts: list[ClaimResult]
   missing: dict[str, list[str]]  # experiment -> members without records.
   total: dict[str, int]  # experiment -> members in the suite.
+  seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # run -> training s.
 
   def markdown(self) -> str:
     lines = [f"Generated from the records under `results/{self.scale}/` (one run per "
@@ -300,6 +301,12 @@ class Report:
                    f"{c.norm} against {c.against}): {v.verdict.why}.")
     done = [f"{e} {self.total[e] - len(m)}/{self.total[e]}" for e, m in self.missing.items()]
     lines += ["", f"Members with records: {', '.join(done)}."]
+    if self.seconds:
+      slowest = max(self.seconds, key=self.seconds.get)
+      lines.append(f"Training time in the records (time/train_seconds: compilation and "
+                   f"evaluation excluded): {sum(self.seconds.values()) / 60:.1f} min over "
+                   f"{len(self.seconds)} members; the slowest, {slowest}, "
+                   f"{self.seconds[slowest] / 60:.1f} min.")
     not_run = [e for e, m in self.missing.items() if m]
     if not_run:
       lines.append("Missing (`lnorm benchmark --print-commands` lists their commands): "
@@ -309,7 +316,7 @@ class Report:
 
 
 def _members_text(names: Sequence[str]) -> str:
-  return f"all {len(names)}" if len(names) > 6 else ", ".join(names)
+  return f"{len(names)} members" if len(names) > 6 else ", ".join(names)
 
 
 def build_report(plans_: Sequence[Plan], records: str, scale: str) -> Report:
@@ -326,8 +333,13 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str) -> Report:
   missing = {p.experiment.name: [m.name for m in p.members
                                  if not os.path.isdir(record_dir(records, m))]
              for p in plans_}
+  seconds = {}
+  for r in found:
+    known = [t for t in runs_lib.train_seconds(r.points) if t is not None]
+    if known:
+      seconds[os.path.relpath(r.path, records)] = known[-1]
   return Report(scale, rows, verdicts, missing, {p.experiment.name: len(p.members)
-                                                  for p in plans_})
+                                                  for p in plans_}, seconds)
 
 
 def _record_dirs(records: str):
