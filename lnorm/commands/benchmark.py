@@ -32,9 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="cpu (default): settings for one CPU core a run; paper: the "
                       "papers' settings, for a GPU.")
   parser.add_argument("--parallel", type=int, default=1, metavar="N",
-                      help="Run N members of an experiment at once (default 1).")
+                      help="Run N seeds of a normalizer at once (default 1: one member "
+                      "at a time, seed by seed).")
   parser.add_argument("--workdir", default=bench.DEFAULT_WORKDIR,
-                      help="Members train into WORKDIR/<scale>/<experiment>/<member> "
+                      help="Members train into WORKDIR/<scale>/<experiment>/<norm>/seed=<s> "
                       "(default runs/benchmark).")
   parser.add_argument("--records", default=None, metavar="DIR",
                       help="Where finished members' config.json and metrics go, and what "
