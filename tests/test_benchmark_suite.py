@@ -304,3 +304,23 @@ def test_parallel_runs_a_groups_seeds_together(tmp_path, monkeypatch):
   assert sorted(calls[:3]) == [f"norm=none,seed={s}" for s in range(3)]
   assert sorted(calls[3:]) == [f"norm=ln,seed={s}" for s in range(3)]
   assert streamed == [False] * 6
+
+
+def test_print_commands_pass_a_users_normalizer_through(tmp_path, capsys):
+  argv = ["benchmark", "--experiments", "bln_cifar", "--norms", "none,my_pkg.norms:Centered",
+          "--seeds", "4", "--records", str(tmp_path / "rec"), "--workdir", str(tmp_path / "w"),
+          "--print-commands"]
+  assert cli.main(argv) == 0
+  lines = capsys.readouterr().out.splitlines()
+  assert len(lines) == 2
+  assert lines[1].startswith("lnorm train --config configs/bln_cifar.py --workdir ")
+  assert f"{tmp_path}/w/cpu/bln_cifar/batch_size=25,norm=my_pkg.norms_Centered/seed=4" in lines[1]
+  for flag in ("--config.norm=my_pkg.norms:Centered", "--config.seed=4",
+               "--config.batch_size=25", "--config.steps_per_call=40",
+               "--config.wandb.group=bln_cifar", "--config.num_epochs=10"):
+    assert f" {flag}" in lines[1]
+
+
+def test_parallel_below_one_is_refused(capsys):
+  assert cli.main(["benchmark", "--parallel", "0", "--report-only"]) == 2
+  assert "--parallel 0: run at least 1 member at once" in capsys.readouterr().err
