@@ -75,8 +75,8 @@ def _bln_claims(experiment: str, batch_sizes: Sequence[int]) -> tuple[Claim, ...
 
 
 def _batch(b: int, fused: int) -> dict[str, str]:
-  """A batch size as a dotted override, with what the config argument would set with
-  it: BN's unbiased variance at tiny batches, and steps fused per jitted call."""
+  """A batch size as a dotted override, with the steps fused per jitted call that the
+  config sets with it (a dotted override of batch_size alone would keep the default's)."""
   return {"batch_size": str(b), "steps_per_call": str(max(1, fused // b))}
 
 
@@ -151,6 +151,10 @@ SUITE: tuple[Experiment, ...] = (
 BY_NAME = {e.name: e for e in SUITE}
 
 
+#: The variant fields that name a member; the others go with them (steps_per_call).
+VARIANT_NAME_KEYS = ("batch_size",)
+
+
 @dataclasses.dataclass(frozen=True)
 class Member:
   """One run of the suite."""
@@ -170,9 +174,6 @@ class Member:
     """``batch_size=25,norm=ln,seed=0``: its records' directory under the experiment."""
     return f"{self.group},seed={self.seed}"
 
-
-#: The variant fields that name a member; the others go with them (steps_per_call).
-VARIANT_NAME_KEYS = ("batch_size",)
 
 
 def norm_dirname(norm: str) -> str:
