@@ -324,3 +324,13 @@ def test_print_commands_pass_a_users_normalizer_through(tmp_path, capsys):
 def test_parallel_below_one_is_refused(capsys):
   assert cli.main(["benchmark", "--parallel", "0", "--report-only"]) == 2
   assert "--parallel 0: run at least 1 member at once" in capsys.readouterr().err
+
+
+def test_records_name_the_data_directory_wherever_it_appears():
+  data = "/srv/data"
+  record = {"data": {"location": "/srv/data/mnist", "notes": "MNIST at /srv/data/mnist",
+                     "other": "/srv/data2/x", "list": ["/srv/data"]}}
+  assert bench._portable(record, data + "/") == {  # pylint: disable=protected-access
+      "data": {"location": "$LNORM_DATA_DIR/mnist", "notes": "MNIST at $LNORM_DATA_DIR/mnist",
+               "other": "/srv/data2/x", "list": ["$LNORM_DATA_DIR"]}}
+  assert bench._portable(record, None) == record  # pylint: disable=protected-access

@@ -235,3 +235,27 @@ def test_headline_rows_by_value(tmp_path):
   text = claims.headline_markdown(claims.headline_rows(load(tmp_path)))
   assert "| toy | none (baseline) | test/error | 3/3 | 1.00 [1.00, 1.00] |" in text
   assert f"| toy | rms | test/error | 1/2 | 0.75 (1 seed) | 0.75 (1 seed) | " in text
+
+
+def test_a_named_metric_replaces_the_reports_choice(tmp_path):
+  # On test/error (the report's choice) ln is no faster; on validation/score (named,
+  # lower is better by its name) it reaches the baseline's best in half the updates.
+  for s in range(3):
+    for norm, at in (("none", 400), ("ln", 200)):
+      path = write_run(tmp_path, norm, s, reach_at=400)
+      with open(os.path.join(path, "metrics.jsonl")) as f:
+        records = [json.loads(line) for line in f]
+      for r in records:
+        r["validation/score"] = 0.2 if r["step"] >= at else 1.0
+      with open(os.path.join(path, "metrics.jsonl"), "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+  runs = load(tmp_path)
+  default = {r.norm: r for r in claims.headline_rows(runs)}
+  named = {r.norm: r for r in claims.headline_rows(runs, {"toy": "validation/score"})}
+  assert default["ln"].metric == "test/error" and default["ln"].steps.estimate == pytest.approx(1)
+  assert named["ln"].metric == "validation/score"
+  assert named["ln"].steps.estimate == pytest.approx(0.5)
+  assert claims.judge(runs, "toy", "ln", "none", metric="validation/score").verdict == (
+      claims.REPRODUCED)
+  missing = claims.headline_rows(runs, {"toy": "validation/nothing"})
+  assert all("logged no validation/nothing" in r.problem for r in missing)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from scipy import stats
@@ -30,6 +30,7 @@ from lnorm.analysis import compare
 from lnorm.analysis import norm_table
 from lnorm.analysis import report
 from lnorm.analysis.runs import Run
+from lnorm.errors import UserError
 
 CONFIDENCE = 0.95
 #: Fewer finished seeds than this on either side of a claim: inconclusive.
@@ -183,24 +184,34 @@ def _comparison(runs: Sequence[Run], metric: str, baseline_norm: str) -> compare
   return comparison
 
 
-def headline_rows(runs: Sequence[Run]) -> list[Row]:
-  """A row per experiment column and normalizer, baseline (norm=none) first."""
+def headline_rows(runs: Sequence[Run], metrics: Mapping[str, str] | None = None) -> list[Row]:
+  """A row per experiment column and normalizer, baseline (norm=none) first.
+
+  ``metrics`` names an experiment's held-out metric where the one ``lnorm report``
+  takes would not test the claim (order-embeddings' R@1 of caption retrieval alone,
+  where the paper's validation score sums six recalls)."""
   table = norm_table.from_runs(runs)
   out = []
   for column in table.columns:
+    metric = (metrics or {}).get(column.experiment) or column.metric
     baseline = column.cells.get(("none", ""))
     for key in table.rows:
       cell = column.cells.get(key)
       if cell is None:
         continue
       norm = f"{key[0]}, {key[1]}" if key[1] else key[0]
-      row = Row(column.experiment, column.context, norm, column.metric or "", len(cell.runs),
+      row = Row(column.experiment, column.context, norm, metric or "", len(cell.runs),
                 0, None, None, None)
-      if column.problem or baseline is None:
+      if baseline is None or not metric or (column.problem and metric == column.metric):
         row.problem = column.problem or "no baseline run"
+        out.append(row)
+        continue
+      members = baseline.runs + ([] if key == ("none", "") else cell.runs)
+      try:
+        comparison = _comparison(members, metric, "none")
+      except UserError as e:  # E.g. a run that did not log the metric.
+        row.problem = str(e)
       else:
-        members = baseline.runs + ([] if key == ("none", "") else cell.runs)
-        comparison = _comparison(members, column.metric, "none")
         group = (comparison.baseline_group if key == ("none", "") else
                  next(g for g in comparison.groups if not g.is_baseline))
         row.reached = len(group.reached)
@@ -236,15 +247,15 @@ def headline_markdown(rows: Sequence[Row]) -> str:
 
 
 def judge(runs: Sequence[Run], experiment: str, norm: str, against: str, kind: str = "speed",
-          where: dict[str, str] | None = None) -> Verdict:
+          where: Mapping[str, str] | None = None, metric: str | None = None) -> Verdict:
   """The verdict on "``norm`` beats ``against``" from the finished runs of
-  ``experiment`` that match ``where`` (config fields), on the metric the headline
-  table takes for the experiment."""
+  ``experiment`` that match ``where`` (config fields), on ``metric``, by default the
+  one the headline table takes for the experiment."""
   finished = [r for r in runs if str(r.config.get("experiment")) == experiment
               and report._finished(r)]  # pylint: disable=protected-access
   if not finished:
     return Verdict(NOT_RUN, "no finished runs yet")
-  metric = report._target_metric(experiment, finished)  # pylint: disable=protected-access
+  metric = metric or report._target_metric(experiment, finished)  # pylint: disable=protected-access
   chosen = [r for r in finished if compare.matches(r.config, where or {})
             and str(r.config.get("norm")) in (norm, against)]
   have = {str(r.config.get("norm")) for r in chosen}

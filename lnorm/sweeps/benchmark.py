@@ -24,6 +24,7 @@ import dataclasses
 import gzip
 import json
 import os
+import re
 import shutil
 import sys
 from typing import Any, Iterable, Sequence
@@ -133,9 +134,9 @@ def _portable(value: Any, data_dir: str | None) -> Any:
     return {k: _portable(v, data_dir) for k, v in value.items()}
   if isinstance(value, list):
     return [_portable(v, data_dir) for v in value]
-  if isinstance(value, str) and data_dir and (
-      value == data_dir or value.startswith(data_dir.rstrip("/") + "/")):
-    return f"${DATA_DIR_ENV}" + value[len(data_dir.rstrip("/")):]
+  if isinstance(value, str) and data_dir:
+    # The directory wherever it appears ("MNIST at <dir>/mnist"), not a longer name.
+    return re.sub(re.escape(data_dir.rstrip("/")) + r"(?![\w.-])", f"${DATA_DIR_ENV}", value)
   return value
 
 
@@ -323,12 +324,15 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str) -> Report:
   """The headline table and verdicts from the records alone (not the workdirs)."""
   found = []
   if os.path.isdir(records) and any(True for _ in _record_dirs(records)):
-    found = [r for r in runs_lib.load_runs([records])
-             if r.config.get("experiment") in {p.experiment.name for p in plans_}]
-  rows = claims.headline_rows(found) if any(
+    order = {p.experiment.name: i for i, p in enumerate(plans_)}
+    found = sorted((r for r in runs_lib.load_runs([records])
+                    if r.config.get("experiment") in order),
+                   key=lambda r: order[r.config["experiment"]])  # The suite's order.
+  metrics = {p.experiment.name: p.experiment.metric for p in plans_ if p.experiment.metric}
+  rows = claims.headline_rows(found, metrics) if any(
       report_lib._finished(r) for r in found) else []  # pylint: disable=protected-access
   verdicts = [ClaimResult(c, p.experiment.name, claims.judge(
-      found, p.experiment.name, c.norm, c.against, c.kind, dict(c.where)))
+      found, p.experiment.name, c.norm, c.against, c.kind, c.where, p.experiment.metric))
               for p in plans_ for c in p.experiment.claims]
   missing = {p.experiment.name: [m.name for m in p.members
                                  if not os.path.isdir(record_dir(records, m))]
