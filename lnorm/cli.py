@@ -30,6 +30,9 @@ COMMANDS = {
     "plot": ("lnorm.commands.plot", "Draw metric curves from run directories."),
     "report": ("lnorm.commands.report", "Collect finished runs into a markdown table."),
     "compare": ("lnorm.commands.compare", "Updates and time to reach the baseline's best metric."),
+    "benchmark": ("lnorm.commands.benchmark",
+                  "Run the claim suite (every experiment by normalizer and seed) and "
+                  "report a verdict per claim."),
     "invariance": ("lnorm.evaluation.invariance",
                    "Measure LN paper Table 1, with RMSNorm's rows (invariance under "
                    "re-scaling and re-centering)."),

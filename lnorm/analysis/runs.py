@@ -19,6 +19,7 @@ The records of a run are of three kinds, told apart by their keys:
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
 import re
@@ -27,6 +28,10 @@ from typing import Any, Iterable, Mapping, Sequence
 from lnorm.errors import UserError
 from lnorm.training.defaults import RESUMABLE_FIELDS
 from lnorm.training.run_files import CONFIG_FILE, METRICS_FILE, read_jsonl
+
+#: A run's metrics compressed, as committed records keep a large log
+#: (``lnorm benchmark``): read wherever the plain file is absent.
+METRICS_GZ_FILE = METRICS_FILE + ".gz"
 
 #: Written by ``lnorm sweep``: its members' order and overrides.
 SWEEP_FILE = "sweep.json"
@@ -55,8 +60,14 @@ def as_number(value: Any) -> Any:
 
 def read_records(workdir: str) -> list[dict[str, Any]]:
   """Every point of ``workdir/metrics.jsonl``, NaN strings made floats."""
-  return [{k: as_number(v) for k, v in r.items()}
-          for r in read_jsonl(os.path.join(workdir, METRICS_FILE))]
+  path = os.path.join(workdir, METRICS_FILE)
+  gz_path = os.path.join(workdir, METRICS_GZ_FILE)
+  if not os.path.exists(path) and os.path.exists(gz_path):
+    with gzip.open(gz_path, "rt") as f:
+      records = [json.loads(line) for line in f if line.strip()]
+  else:
+    records = read_jsonl(path)
+  return [{k: as_number(v) for k, v in r.items()} for r in records]
 
 
 def is_epoch_record(record: Mapping[str, Any]) -> bool:
@@ -309,21 +320,25 @@ class Run:
 
 
 def find_run_dirs(paths: Sequence[str]) -> list[str]:
-  """Every directory at or under ``paths`` that holds a metrics.jsonl, sorted."""
+  """Every directory at or under ``paths`` that holds a metrics.jsonl (or .gz), sorted."""
   found: list[str] = []
   for path in paths:
     if not os.path.isdir(path):
       raise UserError(f"{path} is not a directory.")
-    if os.path.exists(os.path.join(path, METRICS_FILE)):
+    if _has_metrics(os.listdir(path)):
       found.append(path)
       continue
     for root, dirs, files in os.walk(path):
       dirs[:] = sorted(d for d in dirs if d not in _NOT_RUNS)
-      if METRICS_FILE in files:
+      if _has_metrics(files):
         found.append(root)
   if not found:
     raise UserError(f"No {METRICS_FILE} found under {', '.join(paths)}.")
   return found
+
+
+def _has_metrics(files: Iterable[str]) -> bool:
+  return METRICS_FILE in files or METRICS_GZ_FILE in files
 
 
 def read_sweep_file(sweep_dir: str) -> dict[str, Any] | None:

@@ -1,5 +1,7 @@
 """Sweeps: the search space given on the command line (``space``), the member-by-member
-runner (``runner``) and the wandb sweep file (``wandb_sweep``).
+runner (``runner``), the wandb sweep file (``wandb_sweep``), and the benchmark: its
+suite of claim tests (``benchmark_suite``) run through the runner, with its committed
+records (``benchmark``).
 
 Imports ``lnorm.config``, ``lnorm.analysis`` (to skip finished members and to select),
 ``lnorm.training.defaults`` and ``workdir_lock`` (one sweep per folder), and, when it

@@ -1,0 +1,92 @@
+"""``lnorm benchmark``: every experiment's claim test, a headline table with
+uncertainty, and a verdict per claim (docs/benchmark.md).
+
+  lnorm benchmark                                   # the whole CPU suite, resumable
+  lnorm benchmark --experiments perm_mnist --seeds 0-4 --parallel 2
+  lnorm benchmark --norms none,my_pkg.norms:CenteredRMS --experiments bln_cifar
+  lnorm benchmark --scale paper --print-commands > commands.txt   # a SLURM job array
+  lnorm benchmark --report-only --update docs/results.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from lnorm.errors import UserError
+from lnorm.sweeps import benchmark as bench
+from lnorm.sweeps import benchmark_suite as suite
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument("--experiments", default=None, metavar="A,B",
+                      help=f"The experiments to run (default all: {', '.join(suite.BY_NAME)}).")
+  parser.add_argument("--norms", default=None, metavar="N1,N2",
+                      help="Normalizers instead of each experiment's grid, passed to the "
+                      "config's norm field: a built-in name (none, ln, rms, bn, ...) or an "
+                      "import path module:attr. Include none: it is the baseline.")
+  parser.add_argument("--seeds", default=None, metavar="0,1,2",
+                      help="Seeds instead of each experiment's (0,1,2, or 0-4 where a run "
+                      "takes under 5 minutes), e.g. 0,1,2 or 0-4.")
+  parser.add_argument("--scale", default="cpu", choices=suite.SCALES,
+                      help="cpu (default): settings for one CPU core a run; paper: the "
+                      "papers' settings, for a GPU.")
+  parser.add_argument("--parallel", type=int, default=1, metavar="N",
+                      help="Run N seeds of a normalizer at once (default 1: one member "
+                      "at a time, seed by seed).")
+  parser.add_argument("--workdir", default=bench.DEFAULT_WORKDIR,
+                      help="Members train into WORKDIR/<scale>/<experiment>/<norm>/seed=<s> "
+                      "(default runs/benchmark).")
+  parser.add_argument("--records", default=None, metavar="DIR",
+                      help="Where finished members' config.json and metrics go, and what "
+                      "the report reads (default: the repository's results/<scale>). A "
+                      "member with records there counts as finished.")
+  parser.add_argument("--print-commands", action="store_true",
+                      help="Print one 'lnorm train' line per member not yet finished, and "
+                      "exit.")
+  parser.add_argument("--report-only", action="store_true",
+                      help="Train nothing: save the records of members finished in the "
+                      "workdir, then print the headline table and verdicts from the "
+                      "records.")
+  parser.add_argument("--update", default=None, metavar="DOC.md",
+                      help="Also write the report into DOC.md between its benchmark "
+                      "markers (added after the title when absent).")
+  parser.add_argument("--no-wandb", action="store_true",
+                      help="Do not log the verdict table to wandb.")
+
+
+def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
+  if args.parallel < 1:
+    raise UserError(f"--parallel {args.parallel}: run at least 1 member at once.")
+  experiments = suite.select_experiments(args.experiments)
+  plans = bench.plans(experiments, args.scale, args.workdir, suite.parse_norms(args.norms),
+                      suite.parse_seeds(args.seeds))
+  records = args.records or bench.records_root(args.scale)
+  if args.print_commands:
+    bench.print_commands(plans, records, overrides)
+    return 0
+  failed = []
+  for plan in plans:
+    if args.report_only:
+      bench.collect(plan, records, overrides)
+      continue
+    failed += [f"{plan.experiment.name}/{name}"
+               for name in bench.run(plan, records, overrides, parallel=args.parallel)]
+  report = bench.build_report(plans, records, args.scale)
+  text = report.markdown()
+  print()
+  print(text, end="")
+  if args.update:
+    if not os.path.exists(args.update):
+      raise UserError(f"--update {args.update}: no such file.")
+    with open(args.update) as f:
+      doc = f.read()
+    with open(args.update, "w") as f:
+      f.write(bench.replace_between_markers(doc, text))
+    print(f"\nWrote the report into {args.update}.")
+  if not args.no_wandb:
+    bench.log_verdicts(report)
+  if failed:
+    print(f"Failed members: {', '.join(failed)} (rerun the command to retry them).")
+    return 1
+  return 0

@@ -1,0 +1,395 @@
+"""Running the benchmark suite through ``lnorm sweep``'s runner, and its records.
+
+An experiment's members are grouped by variant and normalizer (``norm=ln``,
+``batch_size=25,norm=bln``); each group is a sweep over seeds
+(:func:`lnorm.sweeps.runner.run_sweep`) into
+``<workdir>/<scale>/<experiment>/<group>/seed=<s>/``, so that a finished member is
+skipped and an interrupted one resumes from its checkpoint, whatever part of the
+suite a command selects. One member at a time, the members go seed by seed (every
+normalizer at seed 0 first: a sitting that ends early leaves whole seeds); with
+``--parallel N`` each group's seeds run N at once.
+
+A finished member's ``config.json`` and ``metrics.jsonl`` are then copied to
+``<records>/<experiment>/<group>,seed=<s>/`` (the repository's ``results/<scale>/``),
+the metrics compressed when large; nothing else (no checkpoints). Those records are
+what the headline table is computed from, and a member whose records exist counts as
+finished: its records are copied back into its workdir before its sweep, where the
+runner sees a finished run. So the suite can be completed over several sittings, on
+several machines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+import re
+import shutil
+import sys
+from typing import Any, Iterable, Sequence
+
+from lnorm.analysis import claims
+from lnorm.analysis import report as report_lib
+from lnorm.analysis import runs as runs_lib
+from lnorm.sweeps import benchmark_suite as suite
+from lnorm.sweeps import runner
+from lnorm.sweeps.space import SweepSpace
+from lnorm.training.run_files import CONFIG_FILE, METRICS_FILE
+
+#: Metrics logs larger than this are committed gzipped.
+GZIP_ABOVE_BYTES = 1_000_000
+DEFAULT_WORKDIR = os.path.join("runs", "benchmark")
+#: Where datasets are looked for (lnorm.data.core.DATA_DIR_ENV; not imported, since
+#: lnorm.data imports every dataset's reader).
+DATA_DIR_ENV = "LNORM_DATA_DIR"
+
+
+def records_root(scale: str) -> str:
+  """The repository's ``results/<scale>``, found from the package like configs/."""
+  from lnorm import config as config_lib  # pylint: disable=g-import-not-at-top
+  return os.path.join(os.path.dirname(config_lib.CONFIGS_DIR), "results", scale)
+
+
+@dataclasses.dataclass
+class Plan:
+  """One experiment's part of a benchmark command: its members and where they train."""
+  experiment: suite.Experiment
+  setting: suite.Setting
+  members: list[suite.Member]
+  workdir: str  # <workdir>/<scale>/<experiment>
+
+  def groups(self) -> dict[str, list[suite.Member]]:
+    """The members by group (variant and normalizer), in the plan's order."""
+    out: dict[str, list[suite.Member]] = {}
+    for m in self.members:
+      out.setdefault(m.group, []).append(m)
+    return out
+
+  def group_workdir(self, group: str) -> str:
+    return os.path.join(self.workdir, group)
+
+  def group_overrides(self, member: suite.Member, extra: dict[str, str]) -> dict[str, str]:
+    """What every seed of ``member``'s group gets; the command's --config.x=y win."""
+    return {**self.setting.overrides, **member.variant, "norm": member.norm,
+            "wandb.group": self.experiment.name, **extra}
+
+  def sweep_name(self, group: str) -> str:
+    return f"{self.experiment.name}/{group}"
+
+  def prepare(self, members: Sequence[suite.Member], extra: dict[str, str]):
+    """The runner's members and configs for ``members`` of one group, by member name;
+    checks every value against the config first."""
+    first = members[0]
+    runner_members, configs = runner.prepare(
+        self.setting.config, seed_space(members), self.group_workdir(first.group),
+        self.group_overrides(first, extra))
+    return ({m.name: r for m, r in zip(members, runner_members)},
+            {m.name: configs[r.name] for m, r in zip(members, runner_members)})
+
+  def prepare_all(self, extra: dict[str, str]):
+    found, configs = {}, {}
+    for members in self.groups().values():
+      f, c = self.prepare(members, extra)
+      found.update(f)
+      configs.update(c)
+    return found, configs
+
+
+def seed_space(members: Sequence[suite.Member]) -> SweepSpace:
+  """A sweep over the members' seeds: its members are named ``seed=<s>`` whether it
+  has one seed or several."""
+  return SweepSpace(grid=[("seed", [str(m.seed) for m in members])])
+
+
+def plans(experiments: Sequence[suite.Experiment], scale: str, workdir: str,
+          norms: Sequence[str] | None = None,
+          seeds: Sequence[int] | None = None) -> list[Plan]:
+  out = []
+  for e in experiments:
+    members = suite.members([e], scale, norms, seeds)
+    out.append(Plan(e, e.scales[scale], members, os.path.join(workdir, scale, e.name)))
+  return out
+
+
+# --- records -----------------------------------------------------------------------------
+
+
+def record_dir(records: str, member: suite.Member) -> str:
+  return os.path.join(records, member.experiment, member.name)
+
+
+def has_records(records: str, member: suite.Member, config) -> bool:
+  """True when the member's committed records cover the whole run ``config`` asks for."""
+  path = record_dir(records, member)
+  if not os.path.exists(os.path.join(path, CONFIG_FILE)):
+    return False
+  return runner.is_finished(path, config)
+
+
+def _portable(value: Any, data_dir: str | None) -> Any:
+  """``value`` with this machine's data directory written as ``$LNORM_DATA_DIR``: a
+  record says where the data came from, not where this machine keeps it."""
+  if isinstance(value, dict):
+    return {k: _portable(v, data_dir) for k, v in value.items()}
+  if isinstance(value, list):
+    return [_portable(v, data_dir) for v in value]
+  if isinstance(value, str) and data_dir:
+    # The directory wherever it appears ("MNIST at <dir>/mnist"), not a longer name.
+    return re.sub(re.escape(data_dir.rstrip("/")) + r"(?![\w.-])", f"${DATA_DIR_ENV}", value)
+  return value
+
+
+def save_records(workdir: str, dest: str) -> list[str]:
+  """Copies a finished run's config.json (made portable) and metrics (gzipped above
+  GZIP_ABOVE_BYTES) to ``dest``; returns the files written."""
+  os.makedirs(dest, exist_ok=True)
+  with open(os.path.join(workdir, CONFIG_FILE)) as f:
+    record = json.load(f)
+  data_dir = os.environ.get(DATA_DIR_ENV) or (
+      record.get("config", {}).get("data.data_dir"))
+  written = [os.path.join(dest, CONFIG_FILE)]
+  with open(written[0], "w") as f:
+    json.dump(_portable(record, data_dir), f, indent=2, sort_keys=True)
+    f.write("\n")
+  source = os.path.join(workdir, METRICS_FILE)
+  for stale in (METRICS_FILE, runs_lib.METRICS_GZ_FILE):
+    if os.path.exists(os.path.join(dest, stale)):
+      os.remove(os.path.join(dest, stale))
+  if os.path.getsize(source) > GZIP_ABOVE_BYTES:
+    written.append(os.path.join(dest, runs_lib.METRICS_GZ_FILE))
+    # mtime=0: the same log gives the same bytes, so a re-collect changes nothing.
+    with open(source, "rb") as src, open(written[-1], "wb") as raw, gzip.GzipFile(
+        fileobj=raw, mode="wb", mtime=0, filename="") as out:
+      shutil.copyfileobj(src, out)
+  else:
+    written.append(os.path.join(dest, METRICS_FILE))
+    shutil.copyfile(source, written[-1])
+  return written
+
+
+def restore_records(source: str, workdir: str) -> None:
+  """Puts committed records back into a member's workdir, where the runner reads a
+  finished run (metrics decompressed)."""
+  os.makedirs(workdir, exist_ok=True)
+  shutil.copyfile(os.path.join(source, CONFIG_FILE), os.path.join(workdir, CONFIG_FILE))
+  gz = os.path.join(source, runs_lib.METRICS_GZ_FILE)
+  if os.path.exists(gz):
+    with gzip.open(gz, "rb") as src, open(os.path.join(workdir, METRICS_FILE), "wb") as out:
+      shutil.copyfileobj(src, out)
+  else:
+    shutil.copyfile(os.path.join(source, METRICS_FILE), os.path.join(workdir, METRICS_FILE))
+
+
+def collect(plan: Plan, records: str, extra: dict[str, str], out=None) -> list[str]:
+  """Saves the records of the plan's finished members that have none yet; returns
+  the members saved."""
+  out = out or sys.stdout
+  if not os.path.isdir(plan.workdir):
+    return []
+  runner_members, configs = plan.prepare_all(extra)
+  saved = []
+  for m in plan.members:
+    workdir = runner_members[m.name].workdir
+    if (os.path.exists(os.path.join(workdir, CONFIG_FILE))
+        and runner.is_finished(workdir, configs[m.name])
+        and not has_records(records, m, configs[m.name])):
+      save_records(workdir, record_dir(records, m))
+      saved.append(m.name)
+  if saved:
+    print(f"[benchmark {plan.experiment.name}] records saved for {', '.join(saved)} "
+          f"under {os.path.join(records, plan.experiment.name)}", file=out, flush=True)
+  return saved
+
+
+# --- running --------------------------------------------------------------------------------
+
+
+def unfinished(plan: Plan, records: str, extra: dict[str, str]) -> list[suite.Member]:
+  """The plan's members with neither records nor a finished workdir."""
+  runner_members, configs = plan.prepare_all(extra)
+  return [m for m in plan.members
+          if not has_records(records, m, configs[m.name])
+          and not runner.is_finished(runner_members[m.name].workdir, configs[m.name])]
+
+
+def run(plan: Plan, records: str, extra: dict[str, str], parallel: int = 1) -> list[str]:
+  """Runs (or resumes) one experiment's members and saves the finished ones' records;
+  returns the members that failed.
+
+  Members with records are restored into their workdirs first, so the runner skips
+  them; the records are saved even when the sweep is interrupted.
+  """
+  runner_members, configs = plan.prepare_all(extra)  # Checks every value before running.
+  for m in plan.members:
+    workdir = runner_members[m.name].workdir
+    if has_records(records, m, configs[m.name]) and not runner.is_finished(
+        workdir, configs[m.name]):
+      restore_records(record_dir(records, m), workdir)
+  todo = [m for m in plan.members if not runner.is_finished(runner_members[m.name].workdir,
+                                                             configs[m.name])]
+  # One at a time, seed by seed; in parallel, a group's seeds at once.
+  batches = ([[m] for m in todo] if parallel <= 1 else
+             [[m for m in todo if m.group == g] for g in plan.groups()])
+  failed = []
+  try:
+    for members in filter(None, batches):
+      group = members[0].group
+      summary = runner.run_sweep(plan.setting.config, seed_space(members),
+                                 plan.group_workdir(group),
+                                 plan.group_overrides(members[0], extra), parallel=parallel,
+                                 figures=False, name=plan.sweep_name(group))
+      failed += [f"{group},{name}" for name in summary.failed]
+      collect(plan, records, extra)  # As members finish, so a sitting keeps its records.
+  finally:
+    collect(plan, records, extra)
+  return failed
+
+
+def print_commands(plans_: Iterable[Plan], records: str, extra: dict[str, str],
+                   out=None) -> int:
+  """One ``lnorm train`` line per member that is not finished; returns how many."""
+  count = 0
+  for plan in plans_:
+    todo = unfinished(plan, records, extra)
+    for m in todo:
+      runner_members, _ = plan.prepare([m], extra)
+      runner.print_commands(plan.setting.config, [runner_members[m.name]],
+                            plan.group_overrides(m, extra), plan.sweep_name(m.group),
+                            out=out)
+    count += len(todo)
+  return count
+
+
+# --- the report -------------------------------------------------------------------------------
+
+#: The headline's place in docs/results.md, between these two lines.
+BEGIN_MARKER = "<!-- lnorm benchmark: begin (generated by `lnorm benchmark --report-only`) -->"
+END_MARKER = "<!-- lnorm benchmark: end -->"
+
+
+@dataclasses.dataclass
+class ClaimResult:
+  claim: suite.Claim
+  experiment: str
+  verdict: claims.Verdict
+
+
+@dataclasses.dataclass
+class Report:
+  scale: str
+  rows: list[claims.Row]
+  verdicts: list[ClaimResult]
+  missing: dict[str, list[str]]  # experiment -> members without records.
+  total: dict[str, int]  # experiment -> members in the suite.
+  seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # run -> training s.
+
+  def markdown(self) -> str:
+    lines = [f"Generated from the records under `results/{self.scale}/` (one run per "
+             "member: its config.json and metrics.jsonl). The rule and the settings: "
+             "`docs/benchmark.md`.", ""]
+    not_started = [e for e, m in self.missing.items() if len(m) == self.total[e]]
+    if self.rows or not_started:
+      table = claims.headline_markdown(self.rows).rstrip("\n").split("\n")
+      # An experiment without records keeps its place in the table.
+      table += [f"| {e} | — | — | 0/{self.total[e]} members run | not run yet | | |"
+                for e in not_started]
+      lines += table + [""]
+    lines += ["Claims:", ""]
+    for v in self.verdicts:
+      c = v.claim
+      lines.append(f"- **{v.verdict.verdict}**: {c.text} ({c.source}; {v.experiment}, "
+                   f"{c.norm} against {c.against}): {v.verdict.why}.")
+    done = [f"{e} {self.total[e] - len(m)}/{self.total[e]}" for e, m in self.missing.items()]
+    lines += ["", f"Members with records: {', '.join(done)}."]
+    if self.seconds:
+      slowest = max(self.seconds, key=self.seconds.get)
+      lines.append(f"Training time in the records (time/train_seconds: compilation and "
+                   f"evaluation excluded): {sum(self.seconds.values()) / 60:.1f} min over "
+                   f"{len(self.seconds)} members; the slowest, {slowest}, "
+                   f"{self.seconds[slowest] / 60:.1f} min.")
+    not_run = [e for e, m in self.missing.items() if m]
+    if not_run:
+      lines.append("Missing (`lnorm benchmark --print-commands` lists their commands): "
+                   + "; ".join(f"{e}: {_members_text(self.missing[e])}" for e in not_run)
+                   + ".")
+    return "\n".join(lines) + "\n"
+
+
+def _members_text(names: Sequence[str]) -> str:
+  return f"{len(names)} members" if len(names) > 6 else ", ".join(names)
+
+
+def build_report(plans_: Sequence[Plan], records: str, scale: str) -> Report:
+  """The headline table and verdicts from the records alone (not the workdirs)."""
+  found = []
+  if os.path.isdir(records) and any(True for _ in _record_dirs(records)):
+    order = {p.experiment.name: i for i, p in enumerate(plans_)}
+    found = sorted((r for r in runs_lib.load_runs([records])
+                    if r.config.get("experiment") in order),
+                   key=lambda r: order[r.config["experiment"]])  # The suite's order.
+  metrics = {p.experiment.name: p.experiment.metric for p in plans_ if p.experiment.metric}
+  rows = claims.headline_rows(found, metrics) if any(
+      report_lib._finished(r) for r in found) else []  # pylint: disable=protected-access
+  verdicts = [ClaimResult(c, p.experiment.name, claims.judge(
+      found, p.experiment.name, c.norm, c.against, c.kind, c.where, p.experiment.metric))
+              for p in plans_ for c in p.experiment.claims]
+  missing = {p.experiment.name: [m.name for m in p.members
+                                 if not os.path.isdir(record_dir(records, m))]
+             for p in plans_}
+  seconds = {}
+  for r in found:
+    known = [t for t in runs_lib.train_seconds(r.points) if t is not None]
+    if known:
+      seconds[os.path.relpath(r.path, records)] = known[-1]
+  return Report(scale, rows, verdicts, missing, {p.experiment.name: len(p.members)
+                                                  for p in plans_}, seconds)
+
+
+def _record_dirs(records: str):
+  for root, _, files in os.walk(records):
+    if CONFIG_FILE in files:
+      yield root
+
+
+def replace_between_markers(text: str, block: str) -> str:
+  """``text`` with what lies between BEGIN_MARKER and END_MARKER replaced by ``block``;
+  the markers are added at the top (after the title) when absent."""
+  begin, end = text.find(BEGIN_MARKER), text.find(END_MARKER)
+  if begin < 0 or end < begin:
+    title, newline, rest = text.partition("\n")
+    return f"{title}{newline}\n{BEGIN_MARKER}\n{block}{END_MARKER}\n{rest}"
+  return text[:begin + len(BEGIN_MARKER)] + "\n" + block + text[end:]
+
+
+def between_markers(text: str) -> str | None:
+  begin, end = text.find(BEGIN_MARKER), text.find(END_MARKER)
+  if begin < 0 or end < begin:
+    return None
+  return text[begin + len(BEGIN_MARKER):end].lstrip("\n")
+
+
+def log_verdicts(result: Report) -> None:
+  """The verdict table as a wandb run of its own, job type "report", in the group
+  "benchmark", beside the experiments' groups of member runs."""
+  import wandb  # pylint: disable=g-import-not-at-top
+  from lnorm.training.metrics_writer import wandb_mode  # pylint: disable=g-import-not-at-top
+  mode, _ = wandb_mode("auto")
+  if mode == "disabled":
+    return
+  run = wandb.init(project="lnorm", group="benchmark", job_type="report", mode=mode,
+                   name=f"benchmark-{result.scale}", config={"scale": result.scale},
+                   dir=os.path.join(DEFAULT_WORKDIR, result.scale))
+  table = wandb.Table(columns=["experiment", "claim", "normalizer", "against", "verdict",
+                               "evidence"])
+  for v in result.verdicts:
+    table.add_data(v.experiment, v.claim.text, v.claim.norm, v.claim.against,
+                   v.verdict.verdict, v.verdict.why)
+  headline = wandb.Table(columns=list(claims.HEADER))
+  for r in result.rows:
+    headline.add_data(f"{r.experiment}{', ' + r.context if r.context else ''}", r.norm,
+                      r.metric, f"{r.reached}/{r.runs}", r.steps.text() if r.steps else "never",
+                      r.seconds.text() if r.seconds else "n/a",
+                      r.best.text(".4g") if r.best else "—")
+  run.log({"benchmark/verdicts": table, "benchmark/headline": headline})
+  run.finish()

@@ -1,0 +1,336 @@
+"""``lnorm benchmark``: the suite's members, their records, the resume of a
+half-finished suite (members trained by a stand-in for ``lnorm train``: no JAX), and
+the check that docs/results.md shows what the committed records give."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+
+import pytest
+
+from lnorm import cli
+from lnorm import config as config_lib
+from lnorm.errors import UserError
+from lnorm.sweeps import benchmark as bench
+from lnorm.sweeps import benchmark_suite as suite
+from lnorm.sweeps import runner
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TOY = suite.Experiment(
+    "perm_mnist", ("none", "ln"), (suite.Claim("toy", "LN is faster", "test", "ln", "none"),),
+    {"cpu": suite.Setting("configs/perm_mnist.py:smoke=true", {"eval_every_steps": "7"},
+                          seeds=(0, 1, 2))})
+
+
+# --- the suite -----------------------------------------------------------------------------
+
+
+def test_every_experiment_runs_the_core_norms_and_the_papers_comparisons():
+  norms = {e.name: e.norms for e in suite.SUITE}
+  assert len(norms) == 8 and all(set(suite.CORE_NORMS) <= set(n) for n in norms.values())
+  assert "bn" in norms["perm_mnist"] and "bn" in norms["attentive_reader"]
+  assert {"wn", "ln_cell"} <= set(norms["draw"])
+  assert {"bln", "bn"} <= set(norms["bln_cifar"]) and {"bln", "bn"} <= set(norms["bln_imdb"])
+  for e in suite.SUITE:
+    cpu = e.scales["cpu"]
+    # Five seeds where a run is under 5 minutes, else three.
+    assert len(cpu.seeds) == (5 if cpu.minutes < 5 else 3), e.name
+    assert all(c.norm in e.norms and c.against in e.norms for c in e.claims), e.name
+
+
+def test_members_are_seed_major_and_named_whatever_the_selection():
+  members = suite.members([suite.BY_NAME["bln_imdb"]], "paper", norms=["ln", "bln"],
+                          seeds=[3])
+  assert [m.name for m in members] == [
+      "batch_size=25,norm=ln,seed=3", "batch_size=25,norm=bln,seed=3",
+      "batch_size=1,norm=ln,seed=3", "batch_size=1,norm=bln,seed=3"]
+  pm = suite.members([suite.BY_NAME["perm_mnist"]], "cpu")
+  assert [m.name for m in pm[:5]] == ["norm=none,seed=0", "norm=ln,seed=0", "norm=rms,seed=0",
+                                      "norm=bn,seed=0", "norm=none,seed=1"]
+  # A user's normalizer by import path keeps a readable name.
+  (m,) = suite.members([TOY], "cpu", norms=["my_pkg.norms:Centered"], seeds=[0])
+  assert m.name == "norm=my_pkg.norms_Centered,seed=0" and m.norm == "my_pkg.norms:Centered"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0,x", "expected integers"), ("1,1", "distinct"), ("", "names nothing"),
+    ("-1", "expected integers")])
+def test_bad_seeds_are_refused(text, message):
+  with pytest.raises(UserError, match=message):
+    suite.parse_seeds(text)
+
+
+def test_seed_ranges():
+  assert suite.parse_seeds("0-2,7") == [0, 1, 2, 7]
+
+
+def test_unknown_experiment_is_refused_with_the_list():
+  with pytest.raises(UserError, match="unknown experiment.*drow.*draw"):
+    suite.select_experiments("perm_mnist,drow")
+
+
+def test_the_cli_refuses_a_bad_flag_value(capsys):
+  assert cli.main(["benchmark", "--experiments", "nope", "--print-commands"]) == 2
+  assert "unknown experiment(s) nope" in capsys.readouterr().err
+
+
+# --- records -------------------------------------------------------------------------------
+
+
+def _fake_train(calls):
+  """Stands in for ``runner._run_member``: writes a finished run (every 7 updates a
+  test error falling to 0.1, an epoch of 21 updates; 1 s of training per evaluation,
+  times the seed + 1, doubled for ln) and counts the call."""
+
+  def run_member(config_spec, member, extra, sweep_name, stream):
+    del sweep_name, stream
+    calls.append(f"{os.path.basename(os.path.dirname(member.workdir))},{member.name}")
+    config = runner.member_config(config_spec, member, extra)
+    os.makedirs(member.workdir, exist_ok=True)
+    with open(os.path.join(member.workdir, "config.json"), "w") as f:
+      json.dump({"config": config_lib.to_flat_dict(config),
+                 "data": {"location": os.path.join(os.environ["LNORM_DATA_DIR"], "mnist")}}, f)
+    with open(os.path.join(member.workdir, "metrics.jsonl"), "w") as f:
+      for i, v in enumerate((0.5, 0.3, 0.1), 1):
+        record = {"step": 7 * i, "epoch": i / 3, "test/error": v,
+                  "time/train_seconds": i * (config.seed + 1) * (2 if config.norm == "ln" else 1)}
+        if i == 3:
+          record["time/epoch_seconds"] = 3.0
+        f.write(json.dumps(record) + "\n")
+    return runner.Outcome(member, "finished", 0.0, 0)
+
+  return run_member
+
+
+@pytest.fixture
+def half_finished(tmp_path, monkeypatch):
+  """The toy suite (none and ln, seeds 0-2) after a first sitting: norm=none,seed=0 has
+  committed records only (another machine ran it); norm=ln,seed=0 finished in the
+  workdir, not yet recorded; norm=none,seed=1 was interrupted (half its records)."""
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  calls = []
+  monkeypatch.setattr(runner, "_run_member", _fake_train(calls))
+  (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"))
+  records = str(tmp_path / "results")
+  first = bench.Plan(TOY, plan.setting, plan.members[:1], str(tmp_path / "elsewhere"))
+  bench.run(first, records, {})  # The other machine: norm=none,seed=0, recorded.
+  runner_members, _ = plan.prepare_all({})
+  ln0 = runner_members["norm=ln,seed=0"].workdir
+  by_name = {m.name: m for m in plan.members}
+  for name in ("norm=ln,seed=0", "norm=none,seed=1"):
+    _fake_train([])(TOY.scales["cpu"].config, runner_members[name],
+                    plan.group_overrides(by_name[name], {}), "", False)
+  none1 = runner_members["norm=none,seed=1"].workdir
+  with open(os.path.join(none1, "metrics.jsonl")) as f:
+    lines = f.readlines()
+  with open(os.path.join(none1, "metrics.jsonl"), "w") as f:
+    f.writelines(lines[:2])  # Stopped before the epoch's end.
+  calls.clear()
+  return plan, records, calls, ln0
+
+
+def test_resume_runs_only_what_is_missing_and_records_everything(half_finished):
+  plan, records, calls, ln0 = half_finished
+  assert bench.print_commands([plan], records, {}, out=io.StringIO()) == 4
+  out = io.StringIO()
+  bench.print_commands([plan], records, {}, out=out)
+  assert "norm=none,seed=0" not in out.getvalue()  # Its records count as finished.
+
+  bench.run(plan, records, {})
+  # Not none/0 (records), not ln/0 (finished in the workdir); none/1 resumed.
+  assert calls == ["norm=none,seed=1", "norm=ln,seed=1", "norm=none,seed=2", "norm=ln,seed=2"]
+  names = sorted(os.listdir(os.path.join(records, "perm_mnist")))
+  assert names == sorted(m.name for m in plan.members)
+  assert bench.print_commands([plan], records, {}, out=io.StringIO()) == 0
+  # The committed record says where the data came from, not where this machine keeps it.
+  with open(os.path.join(records, "perm_mnist", "norm=ln,seed=0", "config.json")) as f:
+    assert json.load(f)["data"]["location"] == "$LNORM_DATA_DIR/mnist"
+  # A second run trains nothing.
+  calls.clear()
+  bench.run(plan, records, {})
+  assert calls == []
+
+
+def test_the_report_rebuilds_from_records_alone(half_finished, tmp_path):
+  plan, records, _, _ = half_finished
+  bench.run(plan, records, {})
+  report = bench.build_report([plan], records, "cpu")
+  assert [(r.norm, r.reached, r.runs) for r in report.rows] == [("none", 3, 3), ("ln", 3, 3)]
+  assert report.missing == {"perm_mnist": []}
+  assert "Members with records: perm_mnist 6/6." in report.markdown()
+  # none 3, 6 and 9 s of training; ln twice that: 54 s in all.
+  assert ("excluded): 0.9 min over 6 members; the slowest, perm_mnist/norm=ln,seed=2, "
+          "0.3 min.") in report.markdown()
+  (v,) = report.verdicts  # Identical runs: a ratio of exactly 1, no saving.
+  assert v.verdict.verdict == "not reproduced"
+
+
+def test_large_metrics_are_committed_gzipped_and_read_back(tmp_path, monkeypatch):
+  monkeypatch.setattr(bench, "GZIP_ABOVE_BYTES", 10)
+  run = tmp_path / "run"
+  run.mkdir()
+  (run / "config.json").write_text(json.dumps({"config": {"num_epochs": 1}, "data": {}}))
+  (run / "metrics.jsonl").write_text('{"step": 1, "epoch": 1, "time/epoch_seconds": 1}\n')
+  written = bench.save_records(str(run), str(tmp_path / "rec"))
+  assert [os.path.basename(w) for w in written] == ["config.json", "metrics.jsonl.gz"]
+  with gzip.open(written[1], "rt") as f:
+    assert f.read() == (run / "metrics.jsonl").read_text()
+  from lnorm.analysis import runs as runs_lib
+  assert runs_lib.read_records(str(tmp_path / "rec"))[0]["step"] == 1
+  assert runs_lib.find_run_dirs([str(tmp_path / "rec")]) == [str(tmp_path / "rec")]
+  again = bench.save_records(str(run), str(tmp_path / "rec"))  # Byte for byte the same.
+  with open(written[1], "rb") as f1, open(again[1], "rb") as f2:
+    assert f1.read() == f2.read()
+  bench.restore_records(str(tmp_path / "rec"), str(tmp_path / "back"))
+  assert (tmp_path / "back" / "metrics.jsonl").read_text() == (run / "metrics.jsonl").read_text()
+
+
+def test_markers_are_added_after_the_title_then_replaced():
+  doc = "# Results\n\nOlder text.\n"
+  once = bench.replace_between_markers(doc, "table 1\n")
+  assert once == (f"# Results\n\n{bench.BEGIN_MARKER}\ntable 1\n{bench.END_MARKER}\n\n"
+                  "Older text.\n")
+  twice = bench.replace_between_markers(once, "table 2\n")
+  assert bench.between_markers(twice) == "table 2\n" and twice.endswith("\nOlder text.\n")
+
+
+# --- the document ----------------------------------------------------------------------------
+
+
+def test_results_md_shows_what_the_committed_records_give():
+  """docs/results.md's headline is exactly `lnorm benchmark --report-only`'s output
+  from results/cpu: rerun `lnorm benchmark --report-only --update docs/results.md`
+  after committing records."""
+  with open(os.path.join(REPO, "docs", "results.md")) as f:
+    shown = bench.between_markers(f.read())
+  assert shown is not None, "docs/results.md has no benchmark markers"
+  plans = bench.plans(list(suite.SUITE), "cpu", "runs/benchmark")
+  expected = bench.build_report(plans, bench.records_root("cpu"), "cpu").markdown()
+  assert shown == expected
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def test_report_only_writes_the_document_from_records(half_finished, tmp_path, capsys):
+  plan, records, calls, _ = half_finished
+  doc = tmp_path / "results.md"
+  doc.write_text("# Results\n\nEarlier runs.\n")
+  argv = ["benchmark", "--experiments", "perm_mnist", "--records", records, "--report-only",
+          "--workdir", os.path.dirname(os.path.dirname(plan.workdir)), "--update", str(doc),
+          "--no-wandb"]
+  assert cli.main(argv) == 0
+  assert calls == []  # --report-only trains nothing...
+  # ...but records the member that finished in the workdir (norm=ln,seed=0).
+  assert os.path.isdir(os.path.join(records, "perm_mnist", "norm=ln,seed=0"))
+  printed = capsys.readouterr().out
+  shown = bench.between_markers(doc.read_text())
+  assert shown and shown in printed and doc.read_text().endswith("Earlier runs.\n")
+  assert "Members with records: perm_mnist 2/20." in shown  # The real suite: 5 seeds x 4.
+
+
+class _FakeRun:
+  def __init__(self):
+    self.logged, self.finished = {}, False
+
+  def log(self, values):
+    self.logged.update(values)
+
+  def finish(self):
+    self.finished = True
+
+
+def test_the_verdict_table_goes_to_wandb(half_finished, monkeypatch):
+  import wandb
+  from lnorm.training import metrics_writer
+  plan, records, _, _ = half_finished
+  bench.run(plan, records, {})
+  report = bench.build_report([plan], records, "cpu")
+  run, seen = _FakeRun(), {}
+  monkeypatch.setattr(metrics_writer, "wandb_mode", lambda configured: ("offline", ""))
+  monkeypatch.setattr(wandb, "init", lambda **kw: seen.update(kw) or run)
+  bench.log_verdicts(report)
+  assert (seen["group"], seen["job_type"], seen["mode"]) == ("benchmark", "report", "offline")
+  table = run.logged["benchmark/verdicts"]
+  assert table.columns[-2:] == ["verdict", "evidence"]
+  assert table.data == [["perm_mnist", "LN is faster", "ln", "none", "not reproduced",
+                         report.verdicts[0].verdict.why]]
+  assert len(run.logged["benchmark/headline"].data) == 2 and run.finished
+
+
+def test_wandb_disabled_logs_nothing(half_finished, monkeypatch):
+  import wandb
+  plan, records, _, _ = half_finished
+  monkeypatch.setenv("WANDB_MODE", "disabled")
+  monkeypatch.setattr(wandb, "init", lambda **kw: pytest.fail("wandb.init called"))
+  bench.log_verdicts(bench.build_report([plan], records, "cpu"))
+
+
+def test_a_later_seed_selection_trains_its_own_members(tmp_path, monkeypatch):
+  # Run seed 0 alone, then seed 1 alone: each sweep has one seed, and the second must
+  # not take the first's finished workdir for its own.
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  calls = []
+  monkeypatch.setattr(runner, "_run_member", _fake_train(calls))
+  records = str(tmp_path / "results")
+  for seed in (0, 1):
+    (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"), norms=["ln"], seeds=[seed])
+    bench.run(plan, records, {})
+  assert calls == ["norm=ln,seed=0", "norm=ln,seed=1"]
+  group = tmp_path / "runs" / "cpu" / "perm_mnist" / "norm=ln"
+  assert sorted(p.name for p in group.iterdir() if p.is_dir()) == ["seed=0", "seed=1"]
+  with open(os.path.join(records, "perm_mnist", "norm=ln,seed=1", "config.json")) as f:
+    config = json.load(f)["config"]
+  assert (config["seed"], config["norm"], config["wandb.group"]) == (1, "ln", "perm_mnist")
+
+
+def test_parallel_runs_a_groups_seeds_together(tmp_path, monkeypatch):
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  calls, streamed = [], []
+  fake = _fake_train(calls)
+
+  def run_member(config_spec, member, extra, sweep_name, stream):
+    streamed.append(stream)
+    return fake(config_spec, member, extra, sweep_name, stream)
+
+  monkeypatch.setattr(runner, "_run_member", run_member)
+  (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"))
+  assert bench.run(plan, str(tmp_path / "results"), {}, parallel=2) == []
+  # Each group is one sweep of three seeds, two at a time: none's before ln's.
+  assert sorted(calls[:3]) == [f"norm=none,seed={s}" for s in range(3)]
+  assert sorted(calls[3:]) == [f"norm=ln,seed={s}" for s in range(3)]
+  assert streamed == [False] * 6
+
+
+def test_print_commands_pass_a_users_normalizer_through(tmp_path, capsys):
+  argv = ["benchmark", "--experiments", "bln_cifar", "--norms", "none,my_pkg.norms:Centered",
+          "--seeds", "4", "--records", str(tmp_path / "rec"), "--workdir", str(tmp_path / "w"),
+          "--print-commands"]
+  assert cli.main(argv) == 0
+  lines = capsys.readouterr().out.splitlines()
+  assert len(lines) == 2
+  assert lines[1].startswith("lnorm train --config configs/bln_cifar.py --workdir ")
+  assert f"{tmp_path}/w/cpu/bln_cifar/batch_size=25,norm=my_pkg.norms_Centered/seed=4" in lines[1]
+  for flag in ("--config.norm=my_pkg.norms:Centered", "--config.seed=4",
+               "--config.batch_size=25", "--config.steps_per_call=40",
+               "--config.wandb.group=bln_cifar", "--config.num_epochs=10"):
+    assert f" {flag}" in lines[1]
+
+
+def test_parallel_below_one_is_refused(capsys):
+  assert cli.main(["benchmark", "--parallel", "0", "--report-only"]) == 2
+  assert "--parallel 0: run at least 1 member at once" in capsys.readouterr().err
+
+
+def test_records_name_the_data_directory_wherever_it_appears():
+  data = "/srv/data"
+  record = {"data": {"location": "/srv/data/mnist", "notes": "MNIST at /srv/data/mnist",
+                     "other": "/srv/data2/x", "list": ["/srv/data"]}}
+  assert bench._portable(record, data + "/") == {  # pylint: disable=protected-access
+      "data": {"location": "$LNORM_DATA_DIR/mnist", "notes": "MNIST at $LNORM_DATA_DIR/mnist",
+               "other": "/srv/data2/x", "list": ["$LNORM_DATA_DIR"]}}
+  assert bench._portable(record, None) == record  # pylint: disable=protected-access
