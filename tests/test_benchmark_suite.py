@@ -306,7 +306,17 @@ def test_parallel_runs_a_groups_seeds_together(tmp_path, monkeypatch):
   assert streamed == [False] * 6
 
 
-def test_print_commands_pass_a_users_normalizer_through(tmp_path, capsys):
+def test_print_commands_pass_a_users_normalizer_through(tmp_path, capsys, monkeypatch):
+  # Members are checked before any command is printed, the user's normalizer included:
+  # it must import, as it will on the cluster.
+  package = tmp_path / "src" / "my_pkg"
+  package.mkdir(parents=True)
+  (package / "__init__.py").write_text("")
+  (package / "norms.py").write_text(
+      "import jax.numpy as jnp\n\n"
+      "def Centered(x):\n"
+      "  return x - jnp.mean(x, axis=-1, keepdims=True)\n")
+  monkeypatch.syspath_prepend(str(tmp_path / "src"))
   argv = ["benchmark", "--experiments", "bln_cifar", "--norms", "none,my_pkg.norms:Centered",
           "--seeds", "4", "--records", str(tmp_path / "rec"), "--workdir", str(tmp_path / "w"),
           "--print-commands"]
