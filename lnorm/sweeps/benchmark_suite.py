@@ -148,7 +148,11 @@ SUITE: tuple[Experiment, ...] = (
                f"{LN_PAPER}, Figure 2", "ln", "none"),
          Claim("attentive_reader_ln_vs_bn", "LN trains faster than recurrent BN",
                f"{LN_PAPER}, Figure 2", "ln", "bn")),
-        {"cpu": Setting("configs/attentive_reader.py:scale=cpu", {"max_steps": "1500"},
+        # LN's gain at 0.1, as Cooijmans et al. ran it: at gain 1.0 the authors' clip
+        # rule lets the gradient explode with passage length (docs/results.md), and on
+        # the task built the CBT's way the first batch already stops as not finite.
+        {"cpu": Setting("configs/attentive_reader.py:scale=cpu,ln_gain=0.1",
+                        {"max_steps": "1500"},
                         seeds=(0, 1, 2), minutes=9.0),
          "paper": Setting("configs/attentive_reader.py", {}, seeds=(0, 1, 2))}),
 )
