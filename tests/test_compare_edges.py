@@ -86,3 +86,30 @@ def test_a_metric_logged_once(tmp_path):
   assert none.runs[0].last_step == 50
   assert ln.stat("step_ratio").mean == 1.0 and ln.stat("step_ratio").std == 0.0
   assert "1/1" in c.table()
+
+
+def test_a_field_lnorm_gained_between_runs_does_not_split_them(tmp_path):
+  # Seed 0 of each recorded before a new normalizer's options existed, LN's seed 1
+  # after, at the one default value: LN's two seeds are one setting against the
+  # baseline, not seed 1 left out for want of a baseline.
+  write_run(str(tmp_path / "none0"), {"norm": "none", "seed": 0}, curve([0.5, 0.4, 0.3, 0.3]))
+  write_run(str(tmp_path / "ln0"), {"norm": "ln", "seed": 0}, curve([0.4, 0.3, 0.2, 0.2]))
+  write_run(str(tmp_path / "ln1"), {"norm": "ln", "seed": 1, "norm_options.dyt.alpha_init": 0.5},
+            curve([0.3, 0.3, 0.2, 0.2]))
+  c = _compare(tmp_path)
+  assert set(by_setting(c)) == {"norm=none", "norm=ln"}
+  ln = by_setting(c)["norm=ln"].runs
+  assert sorted(r.step_ratio for r in ln) == [pytest.approx(1 / 3), pytest.approx(2 / 3)]
+
+
+def test_a_newer_field_with_two_recorded_values_still_separates(tmp_path):
+  write_run(str(tmp_path / "none"), {"norm": "none"}, curve([0.5, 0.4, 0.3, 0.3]))
+  write_run(str(tmp_path / "a"), {"norm": "dyt", "norm_options.dyt.alpha_init": 0.5},
+            curve([0.4, 0.3, 0.2, 0.2]))
+  write_run(str(tmp_path / "b"), {"norm": "dyt", "norm_options.dyt.alpha_init": 0.2},
+            curve([0.4, 0.3, 0.2, 0.2]))
+  comparisons = compare.compare(runs_lib.load_runs([str(tmp_path)]), "test/error")
+  # Two values of the field are two settings, never one pooled group of two seeds.
+  pooled = [setting for c in comparisons for setting in by_setting(c).values()
+            if len(setting.runs) > 1]
+  assert not pooled

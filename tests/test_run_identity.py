@@ -95,3 +95,15 @@ def _flat(d, prefix=""):
     else:
       out[prefix + k] = v
   return out
+
+
+def test_a_field_lnorm_gained_since_the_run_started_does_not_refuse_the_resume(tmp_path):
+  # The record predates a new normalizer's options; resuming under the newer lnorm
+  # must not call it a different experiment (the benchmark resumes across sittings).
+  write_record(tmp_path, _flat(BASE))
+  newer = {**BASE, "norm_options": {"dyt": {"alpha_init": 0.5}}}
+  workdir_lib.check_workdir(str(tmp_path), ml_collections.ConfigDict(newer))
+  # A field both record, changed, still refuses.
+  with pytest.raises(WorkdirConflictError, match="num_epochs_warmup: "):
+    workdir_lib.check_workdir(str(tmp_path),
+                              ml_collections.ConfigDict({**newer, "num_epochs_warmup": 3}))

@@ -189,7 +189,8 @@ def compare(runs: Sequence[Run], metric: str, baseline: str = DEFAULT_BASELINE,
                "experiment": r.config.get("experiment"),
                **{k: v for k, v in r.config.items() if not runs_lib.is_seed(k)}}
               for r in runs]
-  keys = runs_lib.distinguishing_keys(settings, ignore=runs_lib.LABEL_IGNORE)
+  keys = runs_lib.distinguishing_keys(runs_lib.without_newer_fields(settings),
+                                      ignore=runs_lib.LABEL_IGNORE)
   context_keys = [k for k in keys if k not in fields]
   contexts: dict[str, list[Run]] = {}
   for r in runs:

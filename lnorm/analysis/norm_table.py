@@ -127,8 +127,9 @@ def _settings(run: Run) -> dict:
 def _differing_keys(runs: Sequence[Run]) -> list[str]:
   """The fewest config fields that tell ``runs`` apart, seeds and fields that do not
   change results aside."""
-  return runs_lib.distinguishing_keys([_settings(r) for r in runs],
-                                      ignore=runs_lib.LABEL_IGNORE)
+  return runs_lib.distinguishing_keys(
+      runs_lib.without_newer_fields([_settings(r) for r in runs]),
+      ignore=runs_lib.LABEL_IGNORE)
 
 
 def _group(runs: Sequence[Run], keys: Sequence[str]) -> dict[str, list[Run]]:

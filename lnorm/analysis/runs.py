@@ -195,6 +195,17 @@ def distinguishing_keys(settings: Sequence[Mapping[str, Any]],
   return varying
 
 
+def without_newer_fields(settings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+  """Each setting without the fields that some settings lack and all others share one
+  value of: fields lnorm gained between the runs (a new normalizer's options), at their
+  defaults. They tell no runs apart, so records made before and after such a change
+  pool as the same setting; a field whose recorded values differ still separates."""
+  keys = {k for s in settings for k in s}
+  newer = {k for k in keys if any(k not in s for s in settings)
+           and len({_hashable(s[k]) for s in settings if k in s}) == 1}
+  return [{k: v for k, v in s.items() if k not in newer} for s in settings]
+
+
 def _hashable(value: Any) -> Any:
   return tuple(value) if isinstance(value, list) else value
 

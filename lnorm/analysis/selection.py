@@ -165,7 +165,8 @@ def select(runs: Sequence[Run], metric: str,
   fields = [{k: v for k, v in (settings[r.path] if settings is not None else r.config).items()
              if not runs_lib.is_seed(k)} for r in runs]
   if keys is None:
-    keys = runs_lib.distinguishing_keys(fields, ignore=runs_lib.LABEL_IGNORE)
+    keys = runs_lib.distinguishing_keys(runs_lib.without_newer_fields(fields),
+                                        ignore=runs_lib.LABEL_IGNORE)
   else:  # Every named key that varies: a random search's draws differ in each of them.
     keys = [k for k in keys if not runs_lib.is_seed(k)
             and len({str(f.get(k)) for f in fields}) > 1]

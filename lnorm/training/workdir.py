@@ -62,8 +62,13 @@ def check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
     return
   previous = _comparable(record.get("config", {}))
   current = _comparable(json.loads(json.dumps(config_lib.to_flat_dict(config))))
-  differing = sorted(k for k in set(previous) | set(current)
-                     if previous.get(k) != current.get(k))
+  # A field only one side has was added to (or removed from) lnorm between the two
+  # runs; a field the user sets is in both, so only those can make two experiments.
+  differing = sorted(k for k in set(previous) & set(current) if previous[k] != current[k])
+  changed_fields = sorted(set(previous) ^ set(current))
+  if changed_fields and not differing:
+    logging.info("Resuming a run recorded by another lnorm version; fields only one "
+                 "of the two configs has: %s.", ", ".join(changed_fields))
   if differing:
     details = "; ".join(f"{k}: {previous.get(k)!r} in the workdir, {current.get(k)!r} now"
                         for k in differing[:8])
