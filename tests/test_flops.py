@@ -74,6 +74,11 @@ CONFIGS = {
                     {"batch_size": 3, "hidden_size": 7, "num_layers": 2}),
     "attentive_reader": ("configs/attentive_reader.py:norm=ln,smoke=true",
                          {"batch_size": 3, "model.hidden_size": 7, "model.embed_size": 5}),
+    # The earlier readout's third term (W_m mean_t d_t), off by default.
+    "attentive_reader_with_mean_readout": (
+        "configs/attentive_reader.py:norm=none,smoke=true",
+        {"batch_size": 3, "model.hidden_size": 7, "model.embed_size": 5,
+         "model.readout_description_skip": True}),
     "skip_thoughts": ("configs/skip_thoughts.py:norm=ln,smoke=true",
                       {"batch_size": 3, "model.hidden_size": 7, "model.embed_size": 5}),
     "order_embeddings": ("configs/order_embeddings.py:norm=ln,smoke=true",

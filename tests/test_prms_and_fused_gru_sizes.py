@@ -92,7 +92,7 @@ def _apply_norm(x, norm):
 
 def _gru_loop(params: fused_gru.GRURecurrenceParams, projected, h0, step_mask,
               recurrent_mask):
-  """REFERENCE.md's GRU, one step at a time, differentiated by JAX."""
+  """The GRU of docs/experiments.md, sec. 4, one step at a time, differentiated by JAX."""
   h, hs = h0, []
   for t in range(projected.shape[0]):
     h_in = h * recurrent_mask
