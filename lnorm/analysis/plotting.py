@@ -21,6 +21,7 @@ import textwrap
 from typing import Any, Mapping, Sequence
 
 from lnorm.analysis import compare
+from lnorm.analysis import seed_bands
 from lnorm.errors import UserError
 from lnorm.analysis.runs import Run, label_runs, load_runs, summary_metrics
 
@@ -149,6 +150,54 @@ def plot_metrics(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str =
   drawn = 0
   for ax, metric in zip(axes[0], metrics):
     drawn += _draw(ax, runs, metric, x, logy, target=target)
+  if not drawn:
+    plt.close(fig)
+    available = sorted({k for r in runs for p in r.points for k in p if k not in ("step", "epoch")})
+    raise UserError(f"No run logged {', '.join(metrics)}. Metrics found: {', '.join(available)}.")
+  experiments = {r.config.get("experiment") for r in runs} - {None}
+  title = title or (experiments.pop() if len(experiments) == 1 else "")
+  if title:
+    fig.suptitle(title)
+  return _save(fig, out)
+
+
+#: One colour per normalizer, so that every experiment's figure draws LN alike.
+NORM_COLORS = {"none": "black", "ln": "tab:blue", "rms": "tab:orange", "bn": "tab:green",
+               "bln": "tab:red", "wn": "tab:purple", "ln_cell": "tab:brown",
+               "dyt": "tab:pink", "scalenorm": "tab:olive", "ln_simple": "tab:cyan"}
+
+
+def _band_color(runs: Sequence[Run]) -> str | None:
+  norms = {str(r.config.get("norm")) for r in runs}
+  return NORM_COLORS.get(norms.pop()) if len(norms) == 1 else None
+
+
+def plot_seed_bands(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str = "step",
+                    logy: bool = False, title: str = "") -> list[str]:
+  """One panel per metric, one line per setting: the mean over its seeds with its 95%
+  interval as a band (``lnorm.analysis.seed_bands``); returns the PNG and SVG paths."""
+  if x not in ("epoch", "step"):
+    raise UserError(f"--x must be 'epoch' or 'step', not {x!r}.")
+  plt = _pyplot()
+  fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4), squeeze=False,
+                           layout="constrained")
+  groups = seed_bands.group_by_setting(runs)
+  drawn = 0
+  for ax, metric in zip(axes[0], metrics):
+    n = 0
+    for label, group in groups.items():
+      b = seed_bands.band(label, group, metric, x)
+      if b is None:
+        continue
+      seeds = f"{b.seeds} seed{'s' if b.seeds > 1 else ''}"
+      (line,) = ax.plot(b.xs, b.mean, label=f"{label or 'mean'} ({seeds})",
+                        color=_band_color(group), marker="o" if len(b.xs) <= 30 else None,
+                        markersize=3)
+      if b.seeds > 1:
+        ax.fill_between(b.xs, b.low, b.high, color=line.get_color(), alpha=0.2, linewidth=0)
+      n += 1
+    _finish_axes(ax, f"{metric} (mean, 95% band)", x, logy, metric, bool(n))
+    drawn += n
   if not drawn:
     plt.close(fig)
     available = sorted({k for r in runs for p in r.points for k in p if k not in ("step", "epoch")})

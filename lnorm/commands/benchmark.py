@@ -5,7 +5,7 @@ uncertainty, and a verdict per claim (docs/benchmark.md).
   lnorm benchmark --experiments perm_mnist --seeds 0-4 --parallel 2
   lnorm benchmark --norms none,my_pkg.norms:CenteredRMS --experiments bln_cifar
   lnorm benchmark --scale paper --print-commands > commands.txt   # a SLURM job array
-  lnorm benchmark --report-only --update docs/results.md
+  lnorm benchmark --report-only --update docs/results.md --figures docs/figures/benchmark
 """
 
 from __future__ import annotations
@@ -51,6 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--update", default=None, metavar="DOC.md",
                       help="Also write the report into DOC.md between its benchmark "
                       "markers (added after the title when absent).")
+  parser.add_argument("--figures", default=None, metavar="DIR",
+                      help="Also draw each experiment's held-out curve per normalizer (mean "
+                      "over seeds, 95%% band) against updates into DIR/<experiment>.png "
+                      "and .svg.")
   parser.add_argument("--no-wandb", action="store_true",
                       help="Do not log the verdict table to wandb.")
 
@@ -84,6 +88,9 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     with open(args.update, "w") as f:
       f.write(bench.replace_between_markers(doc, text))
     print(f"\nWrote the report into {args.update}.")
+  if args.figures:
+    paths = bench.write_figures(report, records, args.figures)
+    print(f"Drew {len(paths) // 2} figures into {args.figures}.")
   if not args.no_wandb:
     bench.log_verdicts(report)
   if failed:

@@ -5,6 +5,7 @@
   lnorm plot runs/hw_cpu --figure ln-fig5          # NLL against updates, log axis
   lnorm plot runs/a runs/b --metric train/loss --x step --log
   lnorm plot runs/draw --metric test/nll_bound --x step --target norm=none
+  lnorm plot results/cpu/perm_mnist --metric test/error --x step --over-seeds
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="Draw the baseline's best value (default baseline norm=none) as "
                       "a dashed line and mark with a star where each run first reaches "
                       "it, as `lnorm compare` counts it.")
+  parser.add_argument("--over-seeds", action="store_true",
+                      help="One line per setting instead of per run: the mean over its "
+                      "seeds, with the 95%% t-interval as a band.")
   parser.add_argument("--out", default=None,
                       help="Output path without extension (.png and .svg are written). "
                       "Default: <first path>/figures/<figure>, or for --metric a name made "
@@ -60,6 +64,9 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     raise UserError("lnorm plot takes no --config.* overrides.")
   if args.figure and args.metric:
     raise UserError("Give either --figure or --metric, not both.")
+  if args.over_seeds and (args.figure or args.target):
+    raise UserError("--over-seeds draws --metric panels without --target; give it "
+                    "without --figure and --target.")
   runs = runs_lib.load_runs(args.paths)
   figures = os.path.join(args.paths[0], "figures")
   if args.figure:
@@ -69,10 +76,14 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     metrics = args.metric or plotting.default_metrics(runs)
     x = args.x or "epoch"
     # Named by what is drawn: a plot of other metrics does not overwrite this one.
-    out = args.out or os.path.join(
-        figures, plotting.default_name(metrics, x, args.log, args.target))
-    paths = plotting.plot_metrics(runs, metrics, out, x=x, logy=args.log,
-                                  title=args.title, target=args.target)
+    name = plotting.default_name(metrics, x, args.log, args.target)
+    out = args.out or os.path.join(figures, name + ("_over-seeds" if args.over_seeds else ""))
+    if args.over_seeds:
+      paths = plotting.plot_seed_bands(runs, metrics, out, x=x, logy=args.log,
+                                       title=args.title)
+    else:
+      paths = plotting.plot_metrics(runs, metrics, out, x=x, logy=args.log,
+                                    title=args.title, target=args.target)
   print(f"{len(runs)} runs: {', '.join(r.label for r in runs)}")
   for p in paths:
     print(p)

@@ -346,6 +346,23 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str) -> Report:
                                                   for p in plans_}, seconds)
 
 
+def write_figures(report: Report, records: str, out_dir: str) -> list[str]:
+  """Per experiment with records, its held-out metric (the headline's) against updates:
+  each normalizer's mean over seeds with a 95% band, as ``lnorm plot --over-seeds``
+  draws it, into ``out_dir/<experiment>.png`` and ``.svg``; returns the paths."""
+  from lnorm.analysis import plotting  # pylint: disable=g-import-not-at-top  (matplotlib is slow)
+  metrics: dict[str, str] = {}
+  for row in report.rows:
+    metrics.setdefault(row.experiment, row.metric)
+  paths = []
+  for experiment, metric in metrics.items():
+    runs = runs_lib.load_runs([os.path.join(records, experiment)])
+    paths += plotting.plot_seed_bands(
+        runs, [metric], os.path.join(out_dir, experiment), x="step",
+        title=f"{experiment} ({report.scale} scale): {metric}, mean over seeds, 95% band")
+  return paths
+
+
 def _record_dirs(records: str):
   for root, _, files in os.walk(records):
     if CONFIG_FILE in files:

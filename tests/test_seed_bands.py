@@ -1,0 +1,118 @@
+"""The benchmark's figures: each setting's mean over seeds with a 95% t-band, worked out
+by hand on constructed runs, and the commands that draw them."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+from lnorm import cli
+from lnorm.analysis import plotting, seed_bands
+from lnorm.analysis.runs import load_runs
+from lnorm.sweeps import benchmark as bench
+from lnorm.sweeps import benchmark_suite as suite
+
+# scipy.stats.t.ppf(0.975, 2): the 95% two-sided quantile with three seeds.
+T_2 = 4.302652729911275
+
+
+def write_run(root, norm, seed, errors, steps=(5, 10, 15), extra=None):
+  workdir = os.path.join(root, f"norm={norm},seed={seed}")
+  os.makedirs(workdir)
+  config = {"experiment": "perm_mnist", "norm": norm, "seed": seed, "batch_size": 4,
+            **(extra or {})}
+  with open(os.path.join(workdir, "config.json"), "w") as f:
+    json.dump({"config": config, "data": {}}, f)
+  with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:
+    for step, error in zip(steps, errors):
+      record = {"step": step, "epoch": step / 15, "test/error": error}
+      if step == 15:  # The epoch's end: a finished run.
+        record["time/epoch_seconds"] = 1.0
+      f.write(json.dumps(record) + "\n")
+
+
+@pytest.fixture
+def three_seeds(tmp_path):
+  root = str(tmp_path / "runs")
+  write_run(root, "ln", 0, (0.4, 0.2, 0.1))
+  write_run(root, "ln", 1, (0.5, 0.3, 0.2))
+  write_run(root, "ln", 2, (0.6, 0.4, 0.3))
+  write_run(root, "none", 0, (0.7, 0.6, 0.5))
+  write_run(root, "none", 1, (0.7, 0.6, 0.5))
+  return root
+
+
+def test_the_band_is_the_mean_and_t_interval_over_seeds(three_seeds):
+  bands = {b.label: b for b in seed_bands.bands(load_runs([three_seeds]), "test/error")}
+  assert sorted(bands) == ["norm=ln", "norm=none"]
+  ln = bands["norm=ln"]
+  assert ln.seeds == 3 and ln.xs == (5.0, 10.0, 15.0)
+  assert ln.mean == pytest.approx((0.5, 0.3, 0.2))
+  # Each point's three values are the mean +- 0.1: standard error 0.1 / sqrt(3).
+  half = T_2 * 0.1 / math.sqrt(3)
+  assert ln.low == pytest.approx(tuple(m - half for m in ln.mean))
+  assert ln.high == pytest.approx(tuple(m + half for m in ln.mean))
+  none = bands["norm=none"]  # Seeds that agree: a band of no width.
+  assert none.low == pytest.approx(none.mean) and none.high == pytest.approx(none.mean)
+
+
+def test_only_points_every_seed_logged_are_kept(tmp_path):
+  root = str(tmp_path / "runs")
+  write_run(root, "ln", 0, (0.4, 0.2, 0.1))
+  write_run(root, "ln", 1, (0.5, 0.3), steps=(5, 10))  # Stopped early.
+  write_run(root, "ln", 2, (0.6, float("nan"), 0.3))  # Not finite at step 10.
+  (band,) = seed_bands.bands(load_runs([root]), "test/error")
+  assert band.xs == (5.0,) and band.mean == pytest.approx((0.5,))
+
+
+def test_a_field_only_newer_runs_have_does_not_split_a_setting(tmp_path):
+  root = str(tmp_path / "runs")
+  write_run(root, "ln", 0, (0.4, 0.2, 0.1))
+  write_run(root, "ln", 1, (0.5, 0.3, 0.2), extra={"norm_options.dyt.alpha_init": 0.5})
+  (band,) = seed_bands.bands(load_runs([root]), "test/error")
+  assert band.seeds == 2
+
+
+def test_one_seed_draws_a_line_without_a_band(tmp_path):
+  root = str(tmp_path / "runs")
+  write_run(root, "ln", 0, (0.4, 0.2, 0.1))
+  write_run(root, "none", 0, (0.7, 0.6, 0.5))
+  bands = seed_bands.bands(load_runs([root]), "test/error")
+  assert [b.seeds for b in bands] == [1, 1]
+  assert all(math.isnan(v) for b in bands for v in b.low)
+
+
+def test_plot_over_seeds_draws_one_line_and_band_per_setting(three_seeds, monkeypatch):
+  captured = {}
+  monkeypatch.setattr(plotting, "_save", lambda fig, out: captured.setdefault("fig", fig)
+                      and [out + ".png", out + ".svg"])
+  plotting.plot_seed_bands(load_runs([three_seeds]), ["test/error"], "unused")
+  (ax,) = captured["fig"].axes
+  labels = sorted(line.get_label() for line in ax.get_lines())
+  assert labels == ["norm=ln (3 seeds)", "norm=none (2 seeds)"]
+  assert len(ax.collections) == 2  # One band each.
+  ln = next(line for line in ax.get_lines() if line.get_label().startswith("norm=ln"))
+  assert ln.get_color() == plotting.NORM_COLORS["ln"]
+
+
+def test_the_plot_command_writes_the_figure_and_refuses_a_figure_name(three_seeds, capsys):
+  out = os.path.join(three_seeds, "bands")
+  assert cli.main(["plot", three_seeds, "--metric", "test/error", "--x", "step",
+                   "--over-seeds", "--out", out]) == 0
+  assert os.path.exists(out + ".png") and os.path.exists(out + ".svg")
+  assert cli.main(["plot", three_seeds, "--figure", "ln-fig6", "--over-seeds"]) == 2
+  assert "--over-seeds" in capsys.readouterr().err
+
+
+def test_benchmark_figures_draw_each_experiment_with_records(three_seeds, tmp_path):
+  records = str(tmp_path / "results")
+  os.makedirs(records)
+  os.rename(three_seeds, os.path.join(records, "perm_mnist"))
+  (plan,) = bench.plans([suite.BY_NAME["perm_mnist"]], "cpu", str(tmp_path / "w"),
+                        ["none", "ln"], [0, 1, 2])
+  report = bench.build_report([plan], records, "cpu")
+  paths = bench.write_figures(report, records, str(tmp_path / "figures"))
+  assert sorted(os.path.basename(p) for p in paths) == ["perm_mnist.png", "perm_mnist.svg"]
