@@ -23,7 +23,11 @@ class DataConflictError(WorkdirConflictError):
 
 
 class DivergenceError(UserError):
-  """The loss or gradient norm stopped being finite."""
+  """The loss or gradient norm stopped being finite, at training step ``step``."""
+
+  def __init__(self, message: str, step: int | None = None):
+    super().__init__(message)
+    self.step = step
 
 
 class Interrupted(UserError):

@@ -17,6 +17,7 @@ from lnorm.errors import UserError
 from lnorm.sweeps import benchmark as bench
 from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import runner
+from lnorm.training.defaults import DIVERGED_AT
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -286,6 +287,31 @@ def test_a_later_seed_selection_trains_its_own_members(tmp_path, monkeypatch):
   with open(os.path.join(records, "perm_mnist", "norm=ln,seed=1", "config.json")) as f:
     config = json.load(f)["config"]
   assert (config["seed"], config["norm"], config["wandb.group"]) == (1, "ln", "perm_mnist")
+
+
+def test_a_member_that_diverged_is_recorded_not_retried(tmp_path, monkeypatch):
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  calls = []
+  finished = _fake_train(calls)
+
+  def run_member(config_spec, member, extra, sweep_name, stream):
+    outcome = finished(config_spec, member, extra, sweep_name, stream)
+    if "norm=ln" in member.workdir and member.name == "seed=1":
+      with open(os.path.join(member.workdir, "metrics.jsonl"), "w") as f:
+        f.write(json.dumps({"step": 0, DIVERGED_AT: 0}) + "\n")  # As lnorm train does.
+      return runner.Outcome(member, "failed", 0.0, 2)
+    return outcome
+
+  monkeypatch.setattr(runner, "_run_member", run_member)
+  (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"))
+  records = str(tmp_path / "results")
+  assert bench.run(plan, records, {}) == []  # Not a failure to retry...
+  assert os.path.isdir(os.path.join(records, "perm_mnist", "norm=ln,seed=1"))  # ...recorded.
+  calls.clear()
+  bench.run(plan, records, {})
+  assert calls == []
+  rows = {r.norm: r for r in bench.build_report([plan], records, "cpu").rows}
+  assert (rows["ln"].reached, rows["ln"].runs, rows["ln"].diverged) == (2, 3, 1)
 
 
 def test_parallel_runs_a_groups_seeds_together(tmp_path, monkeypatch):

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from lnorm.analysis import claims
+from lnorm.analysis import compare
 from lnorm.analysis import runs as runs_lib
+from lnorm.training.defaults import DIVERGED_AT
 
 #: Student's t quantile 0.975 with 2 and 4 degrees of freedom (tables).
 T2, T4 = 4.302652729911275, 2.7764451051977987
@@ -137,6 +139,41 @@ def test_a_seed_that_never_reaches_the_target(tmp_path):
   v = judge(tmp_path)
   # The two that reached it are fast, but not every seed got there.
   assert v.verdict == claims.INCONCLUSIVE and "2/3 seeds reached" in v.why
+
+
+def diverge(path, at_step):
+  """Ends the run at ``path`` as lnorm train does when the loss stops being finite:
+  its records up to ``at_step``, then the record of the stop."""
+  metrics = os.path.join(path, "metrics.jsonl")
+  with open(metrics) as f:
+    kept = [line for line in f if json.loads(line)["step"] < at_step]
+  with open(metrics, "w") as f:
+    f.writelines(kept + [json.dumps({"step": at_step, DIVERGED_AT: at_step}) + "\n"])
+
+
+def test_a_seed_that_diverged_counts_as_never_reaching(tmp_path):
+  baseline(tmp_path)
+  for s, at in enumerate((200, 220, 180)):
+    write_run(tmp_path, "ln", s, reach_at=at)
+  diverge(write_run(tmp_path, "ln", 3, reach_at=None), at_step=0)  # Before any evaluation.
+  v = judge(tmp_path)
+  assert v.verdict == claims.INCONCLUSIVE and "3/4 seeds reached" in v.why
+  rows = {r.norm: r for r in claims.headline_rows(load(tmp_path))}
+  assert (rows["ln"].reached, rows["ln"].runs, rows["ln"].diverged) == (3, 4, 1)
+  text = claims.headline_markdown(list(rows.values()))
+  assert "| toy | ln | test/error | 3/4 (1 diverged) | " in text
+
+
+def test_a_baseline_seed_that_diverged_midway_keeps_its_best_so_far(tmp_path):
+  baseline(tmp_path, seeds=(0, 1))
+  # Its best before the stop, 1.0, enters the target: mean of 0.2, 0.2 and 1.0.
+  diverge(write_run(tmp_path, "none", 2, reach_at=None), at_step=155)
+  for s in range(3):
+    write_run(tmp_path, "ln", s, reach_at=200)
+  (comparison,) = compare.compare(load(tmp_path), "test/error")
+  assert comparison.target == pytest.approx(1.4 / 3)
+  notes = " ".join(compare.notes(comparison))
+  assert "counted as never reaching the target: norm=none (norm=none,seed=2) (step 155)" in notes
 
 
 def test_most_seeds_never_reaching_the_target_is_not_reproduced(tmp_path):

@@ -13,6 +13,8 @@ import pytest
 import tensorflow_datasets as tfds
 
 from lnorm import cli
+from lnorm.training.defaults import DIVERGED_AT
+from lnorm.training.metrics_writer import read_metrics
 from tests.helpers import epoch_records, lnorm_subprocess
 from tests.test_data_load import write_mnist
 
@@ -160,6 +162,10 @@ def test_divergence_stops_with_the_step(tmp_path, capsys):
   assert code == 2
   assert "became nan at training step" in err.lower() or "became inf" in err.lower()
   assert "learning_rate" in err
+  # The run's record says where it stopped, so that a comparison can count the seed.
+  last = read_metrics(str(tmp_path / "w"))[-1]
+  stopped_at = int(re.search(r"at training step (\d+)", err).group(1))
+  assert last[DIVERGED_AT] == stopped_at and last["step"] == stopped_at
 
 
 def test_python_dash_m_entry_point(tmp_path):

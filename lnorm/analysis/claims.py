@@ -177,6 +177,7 @@ class Row:
   seconds: Interval | None
   best: Interval | None
   problem: str = ""
+  diverged: int = 0  # Runs that stopped on a value that was not finite.
 
 
 def _comparison(runs: Sequence[Run], metric: str, baseline_norm: str) -> compare.Comparison:
@@ -215,6 +216,7 @@ def headline_rows(runs: Sequence[Run], metrics: Mapping[str, str] | None = None)
         group = (comparison.baseline_group if key == ("none", "") else
                  next(g for g in comparison.groups if not g.is_baseline))
         row.reached = len(group.reached)
+        row.diverged = sum(r.run.diverged for r in group.runs)
         row.steps = ratio_interval([r.step_ratio for r in group.reached if r.step_ratio])
         seconds = [r.seconds_ratio for r in group.reached]
         row.seconds = ratio_interval(seconds) if seconds and None not in seconds else None
@@ -235,7 +237,8 @@ def headline_markdown(rows: Sequence[Row]) -> str:
     if r.problem:
       cells = [f"{r.experiment}{where}", norm, r.metric, f"—/{r.runs}", r.problem, "", ""]
     else:
-      cells = [f"{r.experiment}{where}", norm, r.metric, f"{r.reached}/{r.runs}",
+      stopped = f" ({r.diverged} diverged)" if r.diverged else ""
+      cells = [f"{r.experiment}{where}", norm, r.metric, f"{r.reached}/{r.runs}{stopped}",
                r.steps.text() if r.steps else "never",
                r.seconds.text() if r.seconds else "n/a",
                r.best.text(".4g") if r.best else "—"]

@@ -217,7 +217,8 @@ def _check(runs: Sequence[Run], metric: str, fields: Mapping[str, str]) -> None:
   if unknown:
     raise UserError(f"--baseline names {', '.join(unknown)}, a field no run's config has "
                     f"(e.g. {DEFAULT_BASELINE}).")
-  missing = [r for r in runs if not r.records(metric)]
+  # A run that stopped as not finite before its first evaluation counts, as never reaching.
+  missing = [r for r in runs if not r.records(metric) and not r.diverged]
   if missing:
     logged = runs_lib.metric_names(p for r in missing for p in r.points)
     named = ", ".join(r.path for r in missing[:5]) + (
@@ -278,7 +279,7 @@ def _against_target(run: Run, metric: str, target: float, lower: bool) -> RunRes
       epoch=None if hit is None else hit.get("epoch"),
       value=None if hit is None else float(hit[metric]),
       seconds=None if hit is None else seconds.get(id(hit)),
-      last_step=int(records[-1].get("step", 0)),
+      last_step=int(records[-1].get("step", 0)) if records else 0,
       nonfinite=len(records) - len(finite))
 
 
@@ -338,6 +339,11 @@ def notes(comparison: Comparison) -> list[str]:
              if r.nonfinite]
   if skipped:
     out.append(f"NaN or infinite {c.metric} skipped (points): {', '.join(skipped)}.")
+  stopped = [f"{_run_name(g, r)} (step {r.run.diverged_at})" for g in c.groups
+             for r in g.runs if r.run.diverged]
+  if stopped:
+    out.append(f"Stopped on a loss or gradient that was not finite, counted as never "
+               f"reaching the target: {', '.join(stopped)}.")
   unknown = [_run_name(g, r) for g in c.groups for r in g.reached if r.seconds is None]
   if unknown:
     out.append(f"Time n/a: {', '.join(unknown)} reached the target between epoch ends and "

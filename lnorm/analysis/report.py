@@ -27,7 +27,7 @@ from lnorm.analysis import published as results
 from lnorm.analysis import runs as runs_lib
 from lnorm.errors import UserError
 from lnorm.analysis.runs import Run
-from lnorm.training.defaults import is_complete
+from lnorm.training.defaults import has_diverged, is_complete
 
 #: The baselines ``lnorm report`` tries, in order, for its updates-to-target tables.
 REPORT_BASELINES = ("norm=none", "norm=bn")
@@ -54,7 +54,9 @@ class Row:
 
 
 def _finished(run: Run) -> bool:
-  return is_complete(run.config, run.epochs)
+  """Trained as long as its config asks, or stopped for good on a value that was not
+  finite (a seed that never reaches any target)."""
+  return is_complete(run.config, run.epochs) or has_diverged(run.points)
 
 
 def data_description(run: Run) -> tuple[str, bool]:
@@ -200,10 +202,12 @@ def collect(paths: Sequence[str]) -> Report:
 
 def _target_metric(experiment: str, runs: Sequence[Run]) -> str | None:
   """The held-out metric the experiment's paper reports (else the first logged) that
-  every run logged, among those with the most evaluations: updates to a target need
+  every run logged (every run that did not stop as not finite), among those with the most evaluations: updates to a target need
   a curve, and a test split evaluated only at the end of a run (handwriting,
   skip-thoughts) would make every ratio 1.0, so its validation curve is taken."""
   published = [p.metric for p in results.PUBLISHED if p.experiment == experiment]
+  # A run that stopped as not finite has what it logged before: it cannot veto a metric.
+  runs = [r for r in runs if not r.diverged] or list(runs)
   logged = runs_lib.summary_metrics([p for r in runs for p in r.epochs])
   candidates = [m for m in dict.fromkeys(published + logged)
                 if m.split("/")[0] in ("test", "validation")

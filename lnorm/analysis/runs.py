@@ -26,7 +26,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from lnorm.errors import UserError
-from lnorm.training.defaults import RESUMABLE_FIELDS
+from lnorm.training.defaults import DIVERGED_AT, RESUMABLE_FIELDS, has_diverged
 from lnorm.training.run_files import CONFIG_FILE, METRICS_FILE, read_jsonl
 
 #: A run's metrics compressed, as committed records keep a large log
@@ -306,6 +306,15 @@ class Run:
   # is printed. Empty outside a sweep.
   overrides: dict[str, str] = dataclasses.field(default_factory=dict)
   setting_keys: tuple[str, ...] = ()
+
+  @property
+  def diverged(self) -> bool:
+    """Stopped on a loss or gradient norm that was not finite (its last record)."""
+    return has_diverged(self.points)
+
+  @property
+  def diverged_at(self) -> int | None:
+    return int(self.points[-1][DIVERGED_AT]) if self.diverged else None
 
   def records(self, metric: str) -> list[dict[str, Any]]:
     """The records that measure ``metric``: for an evaluation metric every point that

@@ -35,6 +35,7 @@ from lnorm.analysis import runs as runs_lib
 from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import runner
 from lnorm.sweeps.space import SweepSpace
+from lnorm.training.defaults import has_diverged
 from lnorm.training.run_files import CONFIG_FILE, METRICS_FILE
 
 #: Metrics logs larger than this are committed gzipped.
@@ -119,12 +120,20 @@ def record_dir(records: str, member: suite.Member) -> str:
   return os.path.join(records, member.experiment, member.name)
 
 
+def is_over(workdir: str, config) -> bool:
+  """The member needs no more training: it trained as long as ``config`` asks, or it
+  stopped on a loss or gradient norm that was not finite. Rerunning such a member on the
+  same data and seed stops at the same step, so the suite records it as it is, a seed
+  that never reaches the target, instead of leaving the seed out of the table."""
+  return runner.is_finished(workdir, config) or has_diverged(runs_lib.read_records(workdir))
+
+
 def has_records(records: str, member: suite.Member, config) -> bool:
   """True when the member's committed records cover the whole run ``config`` asks for."""
   path = record_dir(records, member)
   if not os.path.exists(os.path.join(path, CONFIG_FILE)):
     return False
-  return runner.is_finished(path, config)
+  return is_over(path, config)
 
 
 def _portable(value: Any, data_dir: str | None) -> Any:
@@ -192,7 +201,7 @@ def collect(plan: Plan, records: str, extra: dict[str, str], out=None) -> list[s
   for m in plan.members:
     workdir = runner_members[m.name].workdir
     if (os.path.exists(os.path.join(workdir, CONFIG_FILE))
-        and runner.is_finished(workdir, configs[m.name])
+        and is_over(workdir, configs[m.name])
         and not has_records(records, m, configs[m.name])):
       save_records(workdir, record_dir(records, m))
       saved.append(m.name)
@@ -210,7 +219,7 @@ def unfinished(plan: Plan, records: str, extra: dict[str, str]) -> list[suite.Me
   runner_members, configs = plan.prepare_all(extra)
   return [m for m in plan.members
           if not has_records(records, m, configs[m.name])
-          and not runner.is_finished(runner_members[m.name].workdir, configs[m.name])]
+          and not is_over(runner_members[m.name].workdir, configs[m.name])]
 
 
 def run(plan: Plan, records: str, extra: dict[str, str], parallel: int = 1) -> list[str]:
@@ -223,11 +232,10 @@ def run(plan: Plan, records: str, extra: dict[str, str], parallel: int = 1) -> l
   runner_members, configs = plan.prepare_all(extra)  # Checks every value before running.
   for m in plan.members:
     workdir = runner_members[m.name].workdir
-    if has_records(records, m, configs[m.name]) and not runner.is_finished(
-        workdir, configs[m.name]):
+    if has_records(records, m, configs[m.name]) and not is_over(workdir, configs[m.name]):
       restore_records(record_dir(records, m), workdir)
-  todo = [m for m in plan.members if not runner.is_finished(runner_members[m.name].workdir,
-                                                             configs[m.name])]
+  todo = [m for m in plan.members if not is_over(runner_members[m.name].workdir,
+                                                 configs[m.name])]
   # One at a time, seed by seed; in parallel, a group's seeds at once.
   batches = ([[m] for m in todo] if parallel <= 1 else
              [[m for m in todo if m.group == g] for g in plan.groups()])
@@ -239,7 +247,10 @@ def run(plan: Plan, records: str, extra: dict[str, str], parallel: int = 1) -> l
                                  plan.group_workdir(group),
                                  plan.group_overrides(members[0], extra), parallel=parallel,
                                  figures=False, name=plan.sweep_name(group))
-      failed += [f"{group},{name}" for name in summary.failed]
+      # A member that stopped as not finite is recorded as such: not a failure to retry.
+      over = {runner_members[m.name].name for m in members
+              if is_over(runner_members[m.name].workdir, configs[m.name])}
+      failed += [f"{group},{name}" for name in summary.failed if name not in over]
       collect(plan, records, extra)  # As members finish, so a sitting keeps its records.
   finally:
     collect(plan, records, extra)

@@ -177,6 +177,18 @@ def geometric_steps(points_per_decade: int, last: int) -> list[int]:
   return steps
 
 
+#: The record a run writes to metrics.jsonl when it stops on a loss or gradient norm
+#: that is not finite: the step it stopped at. Such a run is over (rerunning it on the
+#: same data and seed stops at the same step), and a comparison counts it as a seed that
+#: never reached the target rather than leaving it out.
+DIVERGED_AT = "stopped/diverged_at_step"
+
+
+def has_diverged(points: Sequence[Mapping[str, Any]]) -> bool:
+  """Whether the last record of a run's metrics says it stopped as not finite."""
+  return bool(points) and DIVERGED_AT in points[-1]
+
+
 def is_complete(config: Mapping[str, Any], epoch_records: Sequence[Mapping[str, Any]]) -> bool:
   """Whether a run trained as long as ``config`` asks, judged from its epoch records
   (the points of metrics.jsonl with ``time/epoch_seconds``) alone, without JAX or the

@@ -67,7 +67,7 @@ import numpy as np
 from lnorm import config as config_lib
 from lnorm.data import batching
 from lnorm.data.core import Dataset
-from lnorm.errors import ConfigError, Interrupted, UserError
+from lnorm.errors import ConfigError, DivergenceError, Interrupted, UserError
 from lnorm.normalization import finalize_epoch_statistics
 from lnorm.progress import Progress, stage
 from lnorm.rnn import normalizer_record
@@ -349,7 +349,12 @@ class _Training:
     state, out = call(state, batches, self.train_rng)
     out = jax.device_get(out)
     call_seconds = time.time() - call_start
-    records.check_finite(out, step, epoch, self.checkpointer.latest_step())
+    try:
+      records.check_finite(out, step, epoch, self.checkpointer.latest_step())
+    except DivergenceError as e:
+      # On the record, so that a comparison counts the run as a seed that stopped.
+      self.writer.write(e.step, {defaults.DIVERGED_AT: e.step})
+      raise
     records.add_call(host, out, k * config.batch_size)
     records.add_time(host, k * config.batch_size, call_seconds, input_seconds)
     return state, out

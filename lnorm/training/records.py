@@ -121,12 +121,13 @@ def check_finite(out, step: int, epoch: int, last_checkpoint: int | None) -> Non
   if bad.any():
     first = int(np.argmax(bad))
     what = "loss" if not np.isfinite(out["loss"][first]) else "gradient norm"
+    value = out["loss"][first] if what == "loss" else out["grad_norm"][first]
     raise DivergenceError(
-        f"The {what} became {out['loss'][first] if what == 'loss' else out['grad_norm'][first]} "
-        f"at training step {step + first} (epoch {epoch + 1}). Lower the learning rate "
-        "(--config.optimizer.learning_rate), clip gradients "
+        f"The {what} became {value} at training step {step + first} (epoch {epoch + 1}). "
+        "Lower the learning rate (--config.optimizer.learning_rate), clip gradients "
         "(--config.optimizer.clip_global_norm=1.0) or change the seed. "
-        f"The last good checkpoint is at step {last_checkpoint}; this state was not saved.")
+        f"The last good checkpoint is at step {last_checkpoint}; this state was not saved.",
+        step=step + first)
 
 
 def format_metrics(metrics: dict[str, float]) -> str:
