@@ -85,6 +85,19 @@ def test_one_seed_draws_a_line_without_a_band(tmp_path):
   assert all(math.isnan(v) for b in bands for v in b.low)
 
 
+def test_a_log_axis_starts_at_the_first_update(tmp_path, monkeypatch):
+  root = str(tmp_path / "runs")
+  write_run(root, "ln", 0, (0.9, 0.4, 0.2), steps=(0, 10, 15))
+  write_run(root, "ln", 1, (0.9, 0.6, 0.4), steps=(0, 10, 15))
+  captured = {}
+  monkeypatch.setattr(plotting, "_save", lambda fig, out: captured.setdefault("fig", fig))
+  plotting.plot_seed_bands(load_runs([root]), ["test/error"], "unused", logx=True)
+  (ax,) = captured["fig"].axes
+  (line,) = ax.get_lines()
+  assert ax.get_xscale() == "log" and list(line.get_xdata()) == [10.0, 15.0]
+  assert list(line.get_ydata()) == pytest.approx([0.5, 0.3])
+
+
 def test_plot_over_seeds_draws_one_line_and_band_per_setting(three_seeds, monkeypatch):
   captured = {}
   monkeypatch.setattr(plotting, "_save", lambda fig, out: captured.setdefault("fig", fig)

@@ -173,9 +173,10 @@ def _band_color(runs: Sequence[Run]) -> str | None:
 
 
 def plot_seed_bands(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str = "step",
-                    logy: bool = False, title: str = "") -> list[str]:
+                    logy: bool = False, title: str = "", logx: bool = False) -> list[str]:
   """One panel per metric, one line per setting: the mean over its seeds with its 95%
-  interval as a band (``lnorm.analysis.seed_bands``); returns the PNG and SVG paths."""
+  interval as a band (``lnorm.analysis.seed_bands``); returns the PNG and SVG paths.
+  ``logx``: a log horizontal axis, from the first update (Figure 5's)."""
   if x not in ("epoch", "step"):
     raise UserError(f"--x must be 'epoch' or 'step', not {x!r}.")
   plt = _pyplot()
@@ -187,6 +188,8 @@ def plot_seed_bands(runs: Sequence[Run], metrics: Sequence[str], out: str, x: st
     n = 0
     for label, group in groups.items():
       b = seed_bands.band(label, group, metric, x)
+      if b is not None and logx:
+        b = seed_bands.from_x(b, 1)
       if b is None:
         continue
       seeds = f"{b.seeds} seed{'s' if b.seeds > 1 else ''}"
@@ -196,7 +199,7 @@ def plot_seed_bands(runs: Sequence[Run], metrics: Sequence[str], out: str, x: st
       if b.seeds > 1:
         ax.fill_between(b.xs, b.low, b.high, color=line.get_color(), alpha=0.2, linewidth=0)
       n += 1
-    _finish_axes(ax, f"{metric} (mean, 95% band)", x, logy, metric, bool(n))
+    _finish_axes(ax, f"{metric} (mean, 95% band)", x, logy, metric, bool(n), logx)
     drawn += n
   if not drawn:
     plt.close(fig)

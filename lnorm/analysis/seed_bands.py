@@ -76,3 +76,12 @@ def bands(runs: Sequence[Run], metric: str, x: str = "step") -> list[Band]:
     if b is not None:
       out.append(b)
   return out
+
+
+def from_x(b: Band, start: float) -> Band | None:
+  """``b`` from ``x >= start`` on (a log axis has no place for update 0); None if empty."""
+  keep = [i for i, at in enumerate(b.xs) if at >= start]
+  if not keep:
+    return None
+  pick = lambda values: tuple(values[i] for i in keep)
+  return Band(b.label, b.seeds, pick(b.xs), pick(b.mean), pick(b.low), pick(b.high))

@@ -368,8 +368,10 @@ def write_figures(report: Report, records: str, out_dir: str) -> list[str]:
   paths = []
   for experiment, metric in metrics.items():
     runs = runs_lib.load_runs([os.path.join(records, experiment)])
+    # The paper's axis: handwriting's Figure 5 is against updates on a log scale.
+    logx = any(f.logx for f in plotting.FIGURES.values() if f.experiment == experiment)
     paths += plotting.plot_seed_bands(
-        runs, [metric], os.path.join(out_dir, experiment), x="step",
+        runs, [metric], os.path.join(out_dir, experiment), x="step", logx=logx,
         title=f"{experiment} ({report.scale} scale): {metric}, mean over seeds, 95% band")
   return paths
 
