@@ -14,6 +14,7 @@ from lnorm.analysis import plotting, seed_bands
 from lnorm.analysis.runs import load_runs
 from lnorm.sweeps import benchmark as bench
 from lnorm.sweeps import benchmark_suite as suite
+from lnorm.training.defaults import DIVERGED_AT
 
 # scipy.stats.t.ppf(0.975, 2): the 95% two-sided quantile with three seeds.
 T_2 = 4.302652729911275
@@ -83,6 +84,23 @@ def test_one_seed_draws_a_line_without_a_band(tmp_path):
   bands = seed_bands.bands(load_runs([root]), "test/error")
   assert [b.seeds for b in bands] == [1, 1]
   assert all(math.isnan(v) for b in bands for v in b.low)
+
+
+def test_the_legend_names_diverged_seeds(tmp_path, monkeypatch):
+  root = str(tmp_path / "runs")
+  write_run(root, "ln", 0, (0.4, 0.2, 0.1))
+  write_run(root, "ln", 1, (0.5,), steps=(5,))
+  with open(os.path.join(root, "norm=ln,seed=1", "metrics.jsonl"), "a") as f:
+    f.write(json.dumps({"step": 7, DIVERGED_AT: 7}) + "\n")
+  write_run(root, "none", 0, ())  # Stopped before its first evaluation.
+  with open(os.path.join(root, "norm=none,seed=0", "metrics.jsonl"), "w") as f:
+    f.write(json.dumps({"step": 0, DIVERGED_AT: 0}) + "\n")
+  captured = {}
+  monkeypatch.setattr(plotting, "_save", lambda fig, out: captured.setdefault("fig", fig))
+  plotting.plot_seed_bands(load_runs([root]), ["test/error"], "unused")
+  (ax,) = captured["fig"].axes
+  assert sorted(line.get_label() for line in ax.get_lines()) == [
+      "norm=ln (2 seeds, 1 diverged)", "norm=none (1 seed, 1 diverged: no point all logged)"]
 
 
 def test_a_log_axis_starts_at_the_first_update(tmp_path, monkeypatch):

@@ -190,9 +190,13 @@ def plot_seed_bands(runs: Sequence[Run], metrics: Sequence[str], out: str, x: st
       b = seed_bands.band(label, group, metric, x)
       if b is not None and logx:
         b = seed_bands.from_x(b, 1)
+      seeds = f"{len(group)} seed{'s' if len(group) > 1 else ''}"
+      diverged = sum(r.diverged for r in group)
+      seeds += f", {diverged} diverged" if diverged else ""
       if b is None:
+        if diverged:  # Named, so that a setting whose seeds all stopped is not just absent.
+          ax.plot([], [], " ", label=f"{label or 'mean'} ({seeds}: no point all logged)")
         continue
-      seeds = f"{b.seeds} seed{'s' if b.seeds > 1 else ''}"
       (line,) = ax.plot(b.xs, b.mean, label=f"{label or 'mean'} ({seeds})",
                         color=_band_color(group), marker="o" if len(b.xs) <= 30 else None,
                         markersize=3)
