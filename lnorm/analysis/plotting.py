@@ -132,6 +132,21 @@ def _draw_target(ax, runs: Sequence[Run], metric: str, x: str, baseline: str,
                 zorder=3)
 
 
+def _save_panels(fig, runs: Sequence[Run], metrics: Sequence[str], drawn: int, title: str,
+                 out: str) -> list[str]:
+  """Saves a figure of metric panels, titled by ``title`` or the runs' one experiment;
+  a UserError naming the metrics the runs did log when no panel drew anything."""
+  if not drawn:
+    _pyplot().close(fig)
+    available = sorted({k for r in runs for p in r.points for k in p if k not in ("step", "epoch")})
+    raise UserError(f"No run logged {', '.join(metrics)}. Metrics found: {', '.join(available)}.")
+  experiments = {r.config.get("experiment") for r in runs} - {None}
+  title = title or (experiments.pop() if len(experiments) == 1 else "")
+  if title:
+    fig.suptitle(title)
+  return _save(fig, out)
+
+
 def plot_metrics(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str = "epoch",
                  logy: bool = False, title: str = "", target: str | None = None) -> list[str]:
   """One panel per metric, one line per run; returns the PNG and SVG paths.
@@ -150,15 +165,7 @@ def plot_metrics(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str =
   drawn = 0
   for ax, metric in zip(axes[0], metrics):
     drawn += _draw(ax, runs, metric, x, logy, target=target)
-  if not drawn:
-    plt.close(fig)
-    available = sorted({k for r in runs for p in r.points for k in p if k not in ("step", "epoch")})
-    raise UserError(f"No run logged {', '.join(metrics)}. Metrics found: {', '.join(available)}.")
-  experiments = {r.config.get("experiment") for r in runs} - {None}
-  title = title or (experiments.pop() if len(experiments) == 1 else "")
-  if title:
-    fig.suptitle(title)
-  return _save(fig, out)
+  return _save_panels(fig, runs, metrics, drawn, title, out)
 
 
 #: One colour per normalizer, so that every experiment's figure draws LN alike.
@@ -205,15 +212,7 @@ def plot_seed_bands(runs: Sequence[Run], metrics: Sequence[str], out: str, x: st
       n += 1
     _finish_axes(ax, f"{metric} (mean, 95% band)", x, logy, metric, bool(n), logx)
     drawn += n
-  if not drawn:
-    plt.close(fig)
-    available = sorted({k for r in runs for p in r.points for k in p if k not in ("step", "epoch")})
-    raise UserError(f"No run logged {', '.join(metrics)}. Metrics found: {', '.join(available)}.")
-  experiments = {r.config.get("experiment") for r in runs} - {None}
-  title = title or (experiments.pop() if len(experiments) == 1 else "")
-  if title:
-    fig.suptitle(title)
-  return _save(fig, out)
+  return _save_panels(fig, runs, metrics, drawn, title, out)
 
 
 # --- the papers' figures -----------------------------------------------------------------
