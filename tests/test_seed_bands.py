@@ -138,6 +138,13 @@ def test_the_plot_command_writes_the_figure_and_refuses_a_figure_name(three_seed
   assert "--over-seeds" in capsys.readouterr().err
 
 
+def test_the_plot_command_refuses_a_target_over_seeds(three_seeds, capsys):
+  out = os.path.join(three_seeds, "bands")
+  assert cli.main(["plot", three_seeds, "--metric", "test/error", "--x", "step",
+                   "--over-seeds", "--target", "0.3", "--out", out]) == 2
+  assert "--target" in capsys.readouterr().err and not os.path.exists(out + ".png")
+
+
 def test_benchmark_figures_draw_each_experiment_with_records(three_seeds, tmp_path):
   records = str(tmp_path / "results")
   os.makedirs(records)

@@ -444,12 +444,18 @@ def label_runs(runs: Sequence[Run]) -> None:
       r.label = f"{prefix}: {label}" if prefix and label else (prefix or label or r.name)
 
 
+def fields_every_run_has(settings: Sequence[dict]) -> list[dict]:
+  """Each setting without the fields some runs lack: a newer config's field must not
+  split runs that differ only in the commit they were made at."""
+  return [{k: v for k, v in s.items() if all(k in t for t in settings)} for s in settings]
+
+
 def _setting_labels(runs: Sequence[Run]) -> list[str] | None:
   """``setting_name`` of each run over the fewest distinguishing fields, or None when
   no fields tell the runs apart. Fields every run has come first; fields only some
   runs have (an older config without a newer field) only when needed."""
   settings = [used_settings(r) for r in runs]
-  shared = [{k: v for k, v in s.items() if all(k in t for t in settings)} for s in settings]
+  shared = fields_every_run_has(settings)
   rank = {k: i for i, k in enumerate(runs[0].key_order)}
   for candidate in (shared, settings):
     keys = distinguishing_keys(candidate, ignore=LABEL_IGNORE)

@@ -16,8 +16,8 @@ import math
 from typing import Sequence
 
 from lnorm.analysis import claims
-from lnorm.analysis.runs import (LABEL_IGNORE, Run, distinguishing_keys, is_seed,
-                                 setting_name, used_settings)
+from lnorm.analysis.runs import (LABEL_IGNORE, Run, distinguishing_keys, fields_every_run_has,
+                                 is_seed, setting_name, used_settings)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,9 +35,7 @@ class Band:
 def group_by_setting(runs: Sequence[Run]) -> dict[str, list[Run]]:
   """The runs by their setting without the seed, named by the fields that differ
   (``norm=ln``), in first-seen order; one unnamed group when only seeds differ."""
-  settings = [used_settings(r) for r in runs]
-  # Fields only some runs have (a newer config's) do not split a setting.
-  shared = [{k: v for k, v in s.items() if all(k in t for t in settings)} for s in settings]
+  shared = fields_every_run_has([used_settings(r) for r in runs])
   keys = [k for k in distinguishing_keys(shared, ignore=LABEL_IGNORE) if not is_seed(k)]
   groups: dict[str, list[Run]] = {}
   for run, setting in zip(runs, shared):
