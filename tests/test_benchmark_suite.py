@@ -43,6 +43,13 @@ def test_every_experiment_runs_the_core_norms_and_the_papers_comparisons():
     assert all(c.norm in e.norms and c.against in e.norms for c in e.claims), e.name
 
 
+def test_final_value_claims_select_their_best_value_on_validation():
+  # A best-over-epochs taken on the test split would select on test.
+  finals = [e for e in suite.SUITE if any(c.kind == "final" for c in e.claims)]
+  assert {e.name for e in finals} == {"bln_cifar", "bln_imdb"}
+  assert all((e.metric or "").startswith("validation/") for e in finals)
+
+
 def test_members_are_seed_major_and_named_whatever_the_selection():
   members = suite.members([suite.BY_NAME["bln_imdb"]], "paper", norms=["ln", "bln"],
                           seeds=[3])
