@@ -112,15 +112,15 @@ SUITE: tuple[Experiment, ...] = (
         metric="validation/rsum"),
     Experiment(
         "bln_imdb", CORE_NORMS + ("bln", "bn"), _bln_claims("bln_imdb", (25,)),
-        {"cpu": Setting("configs/bln_imdb.py", {"data.source": "files"}, seeds=(0, 1, 2),
-                        variants=(_batch(25, 500),), minutes=5.5),
+        {"cpu": Setting("configs/bln_imdb.py", {"data.source": "files"}, seeds=(0, 1, 2, 3, 4),
+                        variants=(_batch(25, 500),), minutes=2.3),
          "paper": Setting("configs/bln_imdb.py", {}, seeds=(0, 1, 2),
                           variants=(_batch(25, 500), _batch(1, 500)))},
         metric=BLN_SELECTION_METRIC),
     Experiment(
         "bln_cifar", CORE_NORMS + ("bln", "bn"), _bln_claims("bln_cifar", (25,)),
         {"cpu": Setting("configs/bln_cifar.py", {"data.source": "files", "num_epochs": "10"},
-                        seeds=(0, 1, 2), variants=(_batch(25, 1000),), minutes=5.5),
+                        seeds=(0, 1, 2, 3, 4), variants=(_batch(25, 1000),), minutes=2.2),
          "paper": Setting("configs/bln_cifar.py", {}, seeds=(0, 1, 2),
                           variants=(_batch(25, 1000), _batch(1, 1000)))},
         metric=BLN_SELECTION_METRIC),
@@ -130,7 +130,8 @@ SUITE: tuple[Experiment, ...] = (
                f"{LN_PAPER}, Figure 3", "ln", "none"),),
         {"cpu": Setting("configs/skip_thoughts.py:scale=cpu",
                         {"data.source": "files", "max_steps": "150", "eval_every_steps": "25",
-                         "periodic_eval_every_steps": "0"}, seeds=(0, 1, 2), minutes=8.0),
+                         "periodic_eval_every_steps": "0"}, seeds=(0, 1, 2, 3, 4),
+                        minutes=3.9),
          "paper": Setting("configs/skip_thoughts.py", {}, seeds=(0, 1, 2))}),
     Experiment(
         "handwriting", CORE_NORMS,
@@ -139,8 +140,8 @@ SUITE: tuple[Experiment, ...] = (
         # Figure 5's claim is about the first updates: 800 of them (0.6 epochs), with
         # validation at 1, 2, 3, 4, 6, ... 631 updates and every 200.
         {"cpu": Setting("configs/handwriting.py:scale=cpu",
-                        {"max_steps": "800", "eval_every_steps": "200"}, seeds=(0, 1, 2),
-                        minutes=6.0),
+                        {"max_steps": "800", "eval_every_steps": "200"},
+                        seeds=(0, 1, 2, 3, 4), minutes=2.6),
          "paper": Setting("configs/handwriting.py", {}, seeds=(0, 1, 2))}),
     Experiment(
         "draw", CORE_NORMS + ("wn", "ln_cell"),
@@ -149,8 +150,8 @@ SUITE: tuple[Experiment, ...] = (
          Claim("draw_ln_cell_vs_wn", "LN (on the cell) converges faster than weight "
                "normalization", f"{LN_PAPER}, Figure 4", "ln_cell", "wn")),
         {"cpu": Setting("configs/draw.py:scale=cpu",
-                        {"data.source": "derived", "max_steps": "4000"}, seeds=(0, 1, 2),
-                        minutes=6.0),
+                        {"data.source": "derived", "max_steps": "4000"},
+                        seeds=(0, 1, 2, 3, 4), minutes=2.5),
          "paper": Setting("configs/draw.py", {}, seeds=(0, 1, 2))}),
     Experiment(
         "attentive_reader", CORE_NORMS + ("bn",),
@@ -165,7 +166,7 @@ SUITE: tuple[Experiment, ...] = (
         # step on the task built the CBT's way is not finite, as LN's is.
         {"cpu": Setting("configs/attentive_reader.py:scale=cpu,ln_gain=0.1",
                         {"max_steps": "1500", "norm_options.rms.scale_init": "0.1"},
-                        seeds=(0, 1, 2), minutes=9.0),
+                        seeds=(0, 1, 2), minutes=5.4),
          "paper": Setting("configs/attentive_reader.py", {}, seeds=(0, 1, 2))}),
 )
 
