@@ -4,6 +4,7 @@ the check that docs/results.md shows what the committed records give."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -195,6 +196,33 @@ def test_large_metrics_are_committed_gzipped_and_read_back(tmp_path, monkeypatch
     assert f1.read() == f2.read()
   bench.restore_records(str(tmp_path / "rec"), str(tmp_path / "back"))
   assert (tmp_path / "back" / "metrics.jsonl").read_text() == (run / "metrics.jsonl").read_text()
+
+
+def test_a_bln_members_search_runs_once_and_goes_with_its_records(tmp_path, monkeypatch):
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  monkeypatch.setattr(runner, "_run_member", _fake_train([]))
+  searched = []
+
+  def search(workdir):  # Stands in for lnorm bln-search: a path to make portable.
+    searched.append(os.path.basename(os.path.dirname(workdir)))
+    with open(os.path.join(workdir, "bln_search.json"), "w") as f:
+      json.dump({"dataset": os.path.join(os.environ["LNORM_DATA_DIR"], "cifar10")}, f)
+
+  monkeypatch.setattr(bench, "search_bln_inference", search)
+  toy = dataclasses.replace(TOY, norms=("bn", "bln"))
+  (plan,) = bench.plans([toy], "cpu", str(tmp_path / "runs"), seeds=[0])
+  records = str(tmp_path / "results")
+  bench.run(plan, records, {})
+  assert searched == ["norm=bln"]  # Not BN: the search is BLN's inference.
+  with open(os.path.join(records, "perm_mnist", "norm=bln,seed=0", "bln_search.json")) as f:
+    assert json.load(f) == {"dataset": "$LNORM_DATA_DIR/cifar10"}
+  assert not os.path.exists(os.path.join(records, "perm_mnist", "norm=bn,seed=0",
+                                         "bln_search.json"))
+  bench.restore_records(os.path.join(records, "perm_mnist", "norm=bln,seed=0"),
+                        str(tmp_path / "back"))
+  assert os.path.exists(tmp_path / "back" / "bln_search.json")
+  bench.run(plan, records, {})
+  assert searched == ["norm=bln"]  # Recorded: not searched again.
 
 
 def test_markers_are_added_after_the_title_then_replaced():

@@ -145,13 +145,19 @@ def final_verdict(group: compare.Group, baseline: compare.Group,
   difference of the mean best values entirely on the better side of 0: reproduced;
   entirely on the worse side: not reproduced; otherwise (or with fewer seeds)
   inconclusive."""
-  ours = [r.best for r in group.runs if r.best is not None]
-  theirs = [r.best for r in baseline.runs if r.best is not None]
+  return values_verdict([r.best for r in group.runs if r.best is not None],
+                        [r.best for r in baseline.runs if r.best is not None],
+                        lower_is_better, "best values")
+
+
+def values_verdict(ours: Sequence[float], theirs: Sequence[float], lower_is_better: bool,
+                   what: str) -> Verdict:
+  """The final-value rule on one value per seed of each side (``what`` names them)."""
   if len(ours) < MIN_SEEDS or len(theirs) < MIN_SEEDS:
     return Verdict(INCONCLUSIVE, f"{len(ours)} and {len(theirs)} seeds; the rule needs "
                    f"{MIN_SEEDS}")
   interval = difference_interval(ours, theirs)
-  where = f"difference of best values {interval.text('.4g')}"
+  where = f"difference of {what} {interval.text('.4g')}"
   better = interval.high < 0 if lower_is_better else interval.low > 0
   worse = interval.low > 0 if lower_is_better else interval.high < 0
   if better:

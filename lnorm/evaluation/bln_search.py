@@ -46,7 +46,7 @@ from lnorm.training.checkpoint import abstract_like, restore_latest
 from lnorm.training.task import load_task
 
 CSV_FILE = "bln_search.csv"
-JSON_FILE = "bln_search.json"
+JSON_FILE = run_files.BLN_SEARCH_FILE
 #: Evaluation batches of b examples fused into one call (a vmap over the groups).
 DEFAULT_EXAMPLES_PER_CALL = 1000
 

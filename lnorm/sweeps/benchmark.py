@@ -11,7 +11,9 @@ normalizer at seed 0 first: a sitting that ends early leaves whole seeds); with
 
 A finished member's ``config.json`` and ``metrics.jsonl`` are then copied to
 ``<records>/<experiment>/<group>,seed=<s>/`` (the repository's ``results/<scale>/``),
-the metrics compressed when large; nothing else (no checkpoints). Those records are
+the metrics compressed when large, and for a BLN member the ``bln_search.json`` of its
+inference search (the BLN paper's Algorithm 2, run on its last checkpoint before the
+copy); nothing else (no checkpoints). Those records are
 what the headline table is computed from, and a member whose records exist counts as
 finished: its records are copied back into its workdir before its sweep, where the
 runner sees a finished run. So the suite can be completed over several sittings, on
@@ -29,6 +31,7 @@ import shutil
 import sys
 from typing import Any, Iterable, Sequence
 
+from lnorm.analysis import bln_protocol
 from lnorm.analysis import claims
 from lnorm.analysis import report as report_lib
 from lnorm.analysis import runs as runs_lib
@@ -36,7 +39,7 @@ from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import runner
 from lnorm.sweeps.space import SweepSpace
 from lnorm.training.defaults import has_diverged
-from lnorm.training.run_files import CONFIG_FILE, METRICS_FILE
+from lnorm.training.run_files import BLN_SEARCH_FILE, CONFIG_FILE, METRICS_FILE
 
 #: Metrics logs larger than this are committed gzipped.
 GZIP_ABOVE_BYTES = 1_000_000
@@ -174,6 +177,13 @@ def save_records(workdir: str, dest: str) -> list[str]:
   else:
     written.append(os.path.join(dest, METRICS_FILE))
     shutil.copyfile(source, written[-1])
+  if os.path.exists(os.path.join(workdir, BLN_SEARCH_FILE)):
+    written.append(os.path.join(dest, BLN_SEARCH_FILE))
+    with open(os.path.join(workdir, BLN_SEARCH_FILE)) as f:
+      search = json.load(f)
+    with open(written[-1], "w") as f:
+      json.dump(_portable(search, data_dir), f, indent=2, sort_keys=True)
+      f.write("\n")
   return written
 
 
@@ -188,6 +198,23 @@ def restore_records(source: str, workdir: str) -> None:
       shutil.copyfileobj(src, out)
   else:
     shutil.copyfile(os.path.join(source, METRICS_FILE), os.path.join(workdir, METRICS_FILE))
+  if os.path.exists(os.path.join(source, BLN_SEARCH_FILE)):
+    shutil.copyfile(os.path.join(source, BLN_SEARCH_FILE),
+                    os.path.join(workdir, BLN_SEARCH_FILE))
+
+
+def search_bln_inference(workdir: str) -> None:
+  """The BLN paper's Algorithm 2 on a finished BLN run: its 16 inference
+  configurations on validation and test, one selected on validation
+  (``lnorm bln-search``); writes bln_search.json into the run."""
+  # Imported here: it loads JAX and the datasets, which the report alone never needs.
+  from lnorm.evaluation import bln_search  # pylint: disable=import-outside-toplevel
+  bln_search.write_results(bln_search.search(workdir))
+
+
+def _needs_search(member: suite.Member, workdir: str) -> bool:
+  return (member.norm == "bln" and not has_diverged(runs_lib.read_records(workdir))
+          and not os.path.exists(os.path.join(workdir, BLN_SEARCH_FILE)))
 
 
 def collect(plan: Plan, records: str, extra: dict[str, str], out=None) -> list[str]:
@@ -203,6 +230,8 @@ def collect(plan: Plan, records: str, extra: dict[str, str], out=None) -> list[s
     if (os.path.exists(os.path.join(workdir, CONFIG_FILE))
         and is_over(workdir, configs[m.name])
         and not has_records(records, m, configs[m.name])):
+      if _needs_search(m, workdir):
+        search_bln_inference(workdir)
       save_records(workdir, record_dir(records, m))
       saved.append(m.name)
   if saved:
@@ -294,6 +323,8 @@ class Report:
   missing: dict[str, list[str]]  # experiment -> members without records.
   total: dict[str, int]  # experiment -> members in the suite.
   seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # run -> training s.
+  # The BLN claims under the BLN paper's protocol (lnorm.analysis.bln_protocol).
+  protocol: list[str] = dataclasses.field(default_factory=list)
 
   def markdown(self) -> str:
     lines = [f"Generated from the records under `results/{self.scale}/` (one run per "
@@ -311,6 +342,11 @@ class Report:
       c = v.claim
       lines.append(f"- **{v.verdict.verdict}**: {c.text} ({c.source}; {v.experiment}, "
                    f"{c.norm} against {c.against}): {v.verdict.why}.")
+    if self.protocol:
+      lines += ["", "The BLN claims under the BLN paper's protocol: the model after its "
+                "last epoch, BLN under the inference configuration its search selects "
+                "(Algorithm 2; here on validation, `lnorm bln-search`), the same rule on "
+                "one value per seed:", ""] + self.protocol
     done = [f"{e} {self.total[e] - len(m)}/{self.total[e]}" for e, m in self.missing.items()]
     lines += ["", f"Members with records: {', '.join(done)}."]
     if self.seconds:
@@ -353,8 +389,12 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str) -> Report:
     known = [t for t in runs_lib.train_seconds(r.points) if t is not None]
     if known:
       seconds[os.path.relpath(r.path, records)] = known[-1]
+  protocol = [bln_protocol.verdict_line(found, p.experiment.name, c.text, c.against,
+                                        c.where, p.experiment.metric)
+              for p in plans_ for c in p.experiment.claims
+              if c.kind == "final" and c.norm == "bln" and p.experiment.metric]
   return Report(scale, rows, verdicts, missing, {p.experiment.name: len(p.members)
-                                                  for p in plans_}, seconds)
+                                                  for p in plans_}, seconds, protocol)
 
 
 def write_figures(report: Report, records: str, out_dir: str) -> list[str]:

@@ -11,6 +11,8 @@ from typing import Any, Iterator
 
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
+#: ``lnorm bln-search``'s result: every BLN inference configuration, the selected one.
+BLN_SEARCH_FILE = "bln_search.json"
 #: The run's log: every run's, whether ``lnorm train`` ran it alone or a sweep did.
 LOG_FILE = "train.log"
 #: Set to 0 when the process's whole output already goes to the workdir's LOG_FILE:
