@@ -208,7 +208,7 @@ def search_bln_inference(workdir: str) -> None:
   configurations on validation and test, one selected on validation
   (``lnorm bln-search``); writes bln_search.json into the run."""
   # Imported here: it loads JAX and the datasets, which the report alone never needs.
-  from lnorm.evaluation import bln_search  # pylint: disable=import-outside-toplevel
+  from lnorm.evaluation import bln_search  # pylint: disable=g-import-not-at-top
   bln_search.write_results(bln_search.search(workdir))
 
 
