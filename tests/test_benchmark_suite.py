@@ -296,6 +296,10 @@ def test_the_verdict_table_goes_to_wandb(half_finished, monkeypatch):
   assert table.data == [["perm_mnist", "LN is faster", "ln", "none", "not reproduced",
                          report.verdicts[0].verdict.why]]
   assert len(run.logged["benchmark/headline"].data) == 2 and run.finished
+  assert "benchmark/bln_protocol" not in run.logged  # No BLN claim in the toy suite.
+  report.protocol = ["- BLN ends better ...: **reproduced** ..."]
+  bench.log_verdicts(report)
+  assert run.logged["benchmark/bln_protocol"].data == [["BLN ends better ...: **reproduced** ..."]]
 
 
 def test_wandb_disabled_logs_nothing(half_finished, monkeypatch):

@@ -461,5 +461,10 @@ def log_verdicts(result: Report) -> None:
                       r.metric, f"{r.reached}/{r.runs}", r.steps.text() if r.steps else "never",
                       r.seconds.text() if r.seconds else "n/a",
                       r.best.text(".4g") if r.best else "—")
-  run.log({"benchmark/verdicts": table, "benchmark/headline": headline})
+  logged = {"benchmark/verdicts": table, "benchmark/headline": headline}
+  if result.protocol:
+    logged["benchmark/bln_protocol"] = wandb.Table(
+        columns=["verdict under the BLN paper's protocol"],
+        data=[[line.removeprefix("- ")] for line in result.protocol])
+  run.log(logged)
   run.finish()
