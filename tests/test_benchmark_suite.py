@@ -225,6 +225,47 @@ def test_a_bln_members_search_runs_once_and_goes_with_its_records(tmp_path, monk
   assert searched == ["norm=bln"]  # Recorded: not searched again.
 
 
+def _bln_toy_with_search_spy(tmp_path, monkeypatch, run_member):
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  monkeypatch.setattr(runner, "_run_member", run_member)
+  searched = []
+  monkeypatch.setattr(bench, "search_bln_inference", searched.append)
+  toy = dataclasses.replace(TOY, norms=("bln",))
+  (plan,) = bench.plans([toy], "cpu", str(tmp_path / "runs"), seeds=[0])
+  return plan, str(tmp_path / "results"), searched
+
+
+def test_a_diverged_bln_member_is_recorded_without_a_search(tmp_path, monkeypatch):
+  finished = _fake_train([])
+
+  def run_member(config_spec, member, extra, sweep_name, stream):
+    finished(config_spec, member, extra, sweep_name, stream)
+    with open(os.path.join(member.workdir, "metrics.jsonl"), "a") as f:
+      f.write(json.dumps({"step": 8, DIVERGED_AT: 8}) + "\n")  # No last model to search.
+    return runner.Outcome(member, "failed", 0.0, 2)
+
+  plan, records, searched = _bln_toy_with_search_spy(tmp_path, monkeypatch, run_member)
+  bench.run(plan, records, {})
+  assert searched == []
+  assert os.path.isdir(os.path.join(records, "perm_mnist", "norm=bln,seed=0"))
+
+
+def test_a_search_already_in_the_workdir_is_kept_not_run_again(tmp_path, monkeypatch):
+  finished = _fake_train([])
+
+  def run_member(config_spec, member, extra, sweep_name, stream):
+    outcome = finished(config_spec, member, extra, sweep_name, stream)
+    with open(os.path.join(member.workdir, "bln_search.json"), "w") as f:
+      json.dump({"by": "hand"}, f)  # As `lnorm bln-search` leaves it.
+    return outcome
+
+  plan, records, searched = _bln_toy_with_search_spy(tmp_path, monkeypatch, run_member)
+  bench.run(plan, records, {})
+  assert searched == []
+  with open(os.path.join(records, "perm_mnist", "norm=bln,seed=0", "bln_search.json")) as f:
+    assert json.load(f) == {"by": "hand"}
+
+
 def test_markers_are_added_after_the_title_then_replaced():
   doc = "# Results\n\nOlder text.\n"
   once = bench.replace_between_markers(doc, "table 1\n")

@@ -19,7 +19,6 @@ from typing import Mapping, Sequence
 
 from lnorm.analysis import claims
 from lnorm.analysis import compare
-from lnorm.analysis import report as report_lib
 from lnorm.analysis.runs import Run, lower_is_better
 from lnorm.training.run_files import BLN_SEARCH_FILE
 
@@ -63,9 +62,9 @@ def verdict_line(runs: Sequence[Run], experiment: str, claim_text: str, against:
                  where: Mapping[str, str], metric: str) -> str:
   """One line: the verdict on "BLN beats ``against``" at the end of training, BLN
   under its selected inference configuration."""
-  finished = [r for r in runs if str(r.config.get("experiment")) == experiment
-              and report_lib._finished(r) and not r.diverged  # pylint: disable=protected-access
-              and compare.matches(r.config, where)]
+  # A diverged run has no last model to search or to compare.
+  finished = [r for r in claims.finished_runs(runs, experiment)
+              if not r.diverged and compare.matches(r.config, where)]
   bln = [r for r in finished if r.config.get("norm") == "bln"]
   theirs = [r for r in finished if r.config.get("norm") == against]
   searches = [s for s in map(read_search, bln) if s is not None]

@@ -255,13 +255,19 @@ def headline_markdown(rows: Sequence[Row]) -> str:
 # --- judging one claim -------------------------------------------------------------------------
 
 
+def finished_runs(runs: Sequence[Run], experiment: str) -> list[Run]:
+  """The runs of ``experiment`` that a verdict counts: trained to the end, or stopped
+  as not finite (a seed that never reaches the target)."""
+  return [r for r in runs if str(r.config.get("experiment")) == experiment
+          and report._finished(r)]  # pylint: disable=protected-access
+
+
 def judge(runs: Sequence[Run], experiment: str, norm: str, against: str, kind: str = "speed",
           where: Mapping[str, str] | None = None, metric: str | None = None) -> Verdict:
   """The verdict on "``norm`` beats ``against``" from the finished runs of
   ``experiment`` that match ``where`` (config fields), on ``metric``, by default the
   one the headline table takes for the experiment."""
-  finished = [r for r in runs if str(r.config.get("experiment")) == experiment
-              and report._finished(r)]  # pylint: disable=protected-access
+  finished = finished_runs(runs, experiment)
   if not finished:
     return Verdict(NOT_RUN, "no finished runs yet")
   metric = metric or report._target_metric(experiment, finished)  # pylint: disable=protected-access

@@ -202,9 +202,10 @@ def collect(paths: Sequence[str]) -> Report:
 
 def _target_metric(experiment: str, runs: Sequence[Run]) -> str | None:
   """The held-out metric the experiment's paper reports (else the first logged) that
-  every run logged (every run that did not stop as not finite), among those with the most evaluations: updates to a target need
-  a curve, and a test split evaluated only at the end of a run (handwriting,
-  skip-thoughts) would make every ratio 1.0, so its validation curve is taken."""
+  every run logged (every run that did not stop as not finite), among those with the
+  most evaluations: updates to a target need a curve, and a test split evaluated only
+  at the end of a run (handwriting, skip-thoughts) would make every ratio 1.0, so its
+  validation curve is taken."""
   published = [p.metric for p in results.PUBLISHED if p.experiment == experiment]
   # A run that stopped as not finite has what it logged before: it cannot veto a metric.
   runs = [r for r in runs if not r.diverged] or list(runs)
