@@ -1,6 +1,7 @@
 """The BLN claims under the BLN paper's protocol (lnorm.analysis.bln_protocol): BLN's
-selected inference configuration against the others' last epoch, on records and
-searches written here (no training, no JAX)."""
+inference configuration selected on validation, judged on test against the others'
+test value after their last epoch, on records and searches written here (no training,
+no JAX)."""
 
 from __future__ import annotations
 
@@ -38,67 +39,60 @@ def write_run(root, norm, seed, errors, search=None, batch_size=25):
   return path
 
 
-def line(root, against="bn", where=None):
-  return bln_protocol.verdict_line(runs_lib.load_runs([str(root)]), "bln_toy",
-                                   "BLN ends better", against, where or {},
-                                   "validation/error")
+pytestmark = pytest.mark.quick
+
+PROTOCOL = claims.Claim("p", "BLN ends better", "t", "bln", "bn", kind="final",
+                        value="bln_protocol")
 
 
-def bn_runs(root, last=(0.50, 0.51, 0.49)):
-  for s, e in enumerate(last):  # Best 0.40 at epoch 1, last as given: the last counts.
-    write_run(root, "bn", s, [0.40, 0.45, e])
+def value(path, metric="validation/error", lower=True):
+  (run,) = runs_lib.load_runs([str(path)])
+  return bln_protocol.protocol_value(run, metric, lower)
 
 
-def test_the_selected_configuration_against_the_last_epoch(tmp_path):
-  bn_runs(tmp_path)
-  for s, acc in enumerate((0.55, 0.56, 0.54)):  # Errors 0.45, 0.44, 0.46.
-    write_run(tmp_path, "bln", s, [0.9, 0.8, 0.7], search=("bbbb", acc, acc - 0.01))
-  text = line(tmp_path)
-  # BLN 0.45 against BN's last 0.50: reproduced, though BN's best (0.40) is better.
-  assert "**reproduced**" in text and "bbbb 3/3" in text
-  interval = claims.difference_interval([0.45, 0.44, 0.46], [0.50, 0.51, 0.49])
-  assert f"difference of last values {interval.text('.4g')}" in text
-  assert f"test/error: BLN {claims.mean_interval([0.46, 0.45, 0.47]).text('.4g')}" in text
-  assert f"bn {claims.mean_interval([0.51, 0.52, 0.50]).text('.4g')}" in text
+def test_bln_is_read_at_its_selected_configuration_on_test(tmp_path):
+  path = write_run(tmp_path, "bln", 0, [0.9, 0.8, 0.7], search=("bbbb", 0.55, 0.54))
+  assert value(path) == pytest.approx(0.46)  # 1 - test accuracy, not validation's 0.45.
+  assert bln_protocol.selected(runs_lib.load_runs([str(path)])[0]) == "bbbb"
 
 
-def test_a_worse_selection_is_not_reproduced_and_configurations_are_counted(tmp_path):
-  bn_runs(tmp_path)
-  for s, (inference, acc) in enumerate((("pppp", 0.40), ("bbbb", 0.41), ("pppp", 0.39))):
-    write_run(tmp_path, "bln", s, [0.3, 0.3, 0.3], search=(inference, acc, acc))
-  text = line(tmp_path)
-  assert "**not reproduced**" in text and "pppp 2/3, bbbb 1/3" in text
+def test_the_others_are_read_after_their_last_epoch_on_test(tmp_path):
+  path = write_run(tmp_path, "bn", 0, [0.40, 0.45, 0.50])
+  assert value(path) == pytest.approx(0.51)  # The last test error, not the best.
 
 
-def test_seeds_without_a_search_are_named_and_none_at_all_is_not_run(tmp_path):
-  bn_runs(tmp_path)
-  for s in range(3):
-    write_run(tmp_path, "bln", s, [0.5, 0.4, 0.3])
-  assert "**not run yet**" in line(tmp_path)
-  write_run(tmp_path, "bln", 3, [0.5], search=("bbbb", 0.6, 0.6))
-  text = line(tmp_path)
-  assert "**inconclusive at this scale**" in text and "1 and 3 seeds" in text
-  assert "3 BLN seed(s) without a search" in text
+def test_a_higher_is_better_metric_is_negated(tmp_path):
+  path = write_run(tmp_path, "bln", 0, [0.9], search=("pbpb", 0.55, 0.54))
+  assert value(path, "validation/accuracy", lower=False) == pytest.approx(-0.54)
 
 
-def test_diverged_runs_and_other_batch_sizes_are_left_out(tmp_path):
-  bn_runs(tmp_path)
-  for s, acc in enumerate((0.55, 0.56, 0.54)):
-    write_run(tmp_path, "bln", s, [0.9, 0.8, 0.7], search=("bbbb", acc, acc))
-  write_run(tmp_path, "bln", 7, [0.9, 0.8, 0.7], search=("pppp", 0.1, 0.1), batch_size=1)
-  stopped = write_run(tmp_path, "bn", 9, [0.9])
-  with open(os.path.join(stopped, "metrics.jsonl"), "a") as f:
+def test_no_search_or_a_diverged_run_has_no_value(tmp_path):
+  assert value(write_run(tmp_path / "a", "bln", 0, [0.9, 0.8])) is None
+  path = write_run(tmp_path / "b", "bn", 0, [0.5])
+  with open(os.path.join(path, "metrics.jsonl"), "a") as f:
     f.write(json.dumps({"step": 11, DIVERGED_AT: 11}) + "\n")
-  text = line(tmp_path, where={"batch_size": "25"})
-  assert "bbbb 3/3" in text and "pppp" not in text
-  assert claims.difference_interval([0.45, 0.44, 0.46], [0.50, 0.51, 0.49]).text(".4g") in text
+  assert value(path) is None
 
 
-@pytest.mark.parametrize("metric, expected", [
-    ("validation/error", 0.25), ("validation/accuracy", 0.75), ("test/nll", 1.5),
-    ("validation/rsum", None), ("train/error", None)])
-def test_search_values_by_metric(metric, expected):
-  search = {"selected": {"scores": {"validation": {"loss": 1.2, "accuracy": 0.75},
-                                    "test": {"loss": 1.5, "accuracy": 0.7}}}}
-  assert bln_protocol.search_value(search, metric) == (
-      pytest.approx(expected) if expected is not None else None)
+def test_the_claim_under_the_protocol_pairs_seeds_on_test(tmp_path):
+  for s, last in enumerate((0.50, 0.51, 0.49)):
+    write_run(tmp_path, "bn", s, [0.40, 0.45, last])  # BN's best, 0.40, does not count.
+  for s, acc in enumerate((0.55, 0.56, 0.54)):
+    write_run(tmp_path, "bln", s, [0.9, 0.8, 0.7], search=("bbbb", acc, acc - 0.01))
+  runs = runs_lib.load_runs([str(tmp_path)])
+  ev = claims.judge(runs, "bln_toy", PROTOCOL, "validation/error")
+  # BLN's test errors 0.46, 0.45, 0.47 against BN's last 0.51, 0.52, 0.50: -0.05 each.
+  assert ev.estimate.paired and ev.estimate.value == pytest.approx(-0.05)
+  assert "difference of test values under the BLN paper's protocol" in ev.why
+  (verdict,) = claims.decide([ev])
+  assert verdict.verdict == claims.REPRODUCED
+
+
+def test_other_batch_sizes_are_left_out(tmp_path):
+  for s in range(3):
+    write_run(tmp_path, "bn", s, [0.5], batch_size=1)
+    write_run(tmp_path, "bln", s, [0.9], search=("bbbb", 0.6, 0.6), batch_size=1)
+  runs = runs_lib.load_runs([str(tmp_path)])
+  claim = claims.Claim("p", "x", "t", "bln", "bn", kind="final", value="bln_protocol",
+                       where={"batch_size": "25"})
+  assert claims.judge(runs, "bln_toy", claim, "validation/error").verdict == claims.NOT_RUN

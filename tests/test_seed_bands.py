@@ -149,6 +149,20 @@ def test_benchmark_figures_draw_each_experiment_with_records(three_seeds, tmp_pa
   records = str(tmp_path / "results")
   os.makedirs(records)
   os.rename(three_seeds, os.path.join(records, "perm_mnist"))
+  # As the benchmark records them: under the rule's hash, with a validation curve.
+  for run in os.listdir(os.path.join(records, "perm_mnist")):
+    path = os.path.join(records, "perm_mnist", run)
+    with open(os.path.join(path, "config.json")) as f:
+      record = json.load(f)
+    record["config"]["benchmark_hash"] = suite.member_hash(suite.BY_NAME["perm_mnist"],
+                                                           "cpu", {})
+    with open(os.path.join(path, "config.json"), "w") as f:
+      json.dump(record, f)
+    with open(os.path.join(path, "metrics.jsonl")) as f:
+      points = [json.loads(line) for line in f]
+    with open(os.path.join(path, "metrics.jsonl"), "w") as f:
+      f.writelines(json.dumps({**p, "validation/error": p["test/error"]}) + "\n"
+                   for p in points)
   (plan,) = bench.plans([suite.BY_NAME["perm_mnist"]], "cpu", str(tmp_path / "w"),
                         ["none", "ln"], [0, 1, 2])
   report = bench.build_report([plan], records, "cpu")

@@ -203,9 +203,10 @@ def collect(paths: Sequence[str]) -> Report:
 def _target_metric(experiment: str, runs: Sequence[Run]) -> str | None:
   """The held-out metric the experiment's paper reports (else the first logged) that
   every run logged (every run that did not stop as not finite), among those with the
-  most evaluations: updates to a target need a curve, and a test split evaluated only
-  at the end of a run (handwriting, skip-thoughts) would make every ratio 1.0, so its
-  validation curve is taken."""
+  most evaluations, on validation when a validation curve exists: a target and a
+  crossing are decisions, taken on validation only; test is for reporting. Updates to
+  a target need a curve, so a split evaluated only at the end of a run is passed
+  over for one evaluated along it."""
   published = [p.metric for p in results.PUBLISHED if p.experiment == experiment]
   # A run that stopped as not finite has what it logged before: it cannot veto a metric.
   runs = [r for r in runs if not r.diverged] or list(runs)
@@ -216,8 +217,10 @@ def _target_metric(experiment: str, runs: Sequence[Run]) -> str | None:
   if not candidates:
     return None
   evaluations = {m: min(len(r.records(m)) for r in runs) for m in candidates}
-  # Stable: the published metric and test/ first among curves of equal length.
-  return min(candidates, key=lambda m: (-evaluations[m], not m.startswith("test/")))
+  curves = [m for m in candidates if m.startswith("validation/") and evaluations[m] > 1]
+  # Stable: the published metric first among curves of equal length.
+  return min(curves or candidates, key=lambda m: (-evaluations[m],
+                                                  not m.startswith("validation/")))
 
 
 def _updates_to_target(experiment: str, runs: Sequence[Run]) -> Comparisons:

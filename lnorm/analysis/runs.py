@@ -42,7 +42,7 @@ TRAIN_SECONDS_KEY = "time/train_seconds"
 COMPILE_KEY = "time/compile_seconds"
 
 #: Config fields that never explain a difference between runs.
-LABEL_IGNORE = RESUMABLE_FIELDS + ("data.data_dir", "wandb.")
+LABEL_IGNORE = RESUMABLE_FIELDS + ("data.data_dir", "wandb.", "benchmark_hash")
 #: Directories under a run that never hold other runs.
 _NOT_RUNS = ("checkpoints", "wandb", "figures", "images")
 
@@ -306,6 +306,10 @@ class Run:
   # is printed. Empty outside a sweep.
   overrides: dict[str, str] = dataclasses.field(default_factory=dict)
   setting_keys: tuple[str, ...] = ()
+  # config.json's "trivial" record: what a trivial model (majority class, unigram, ...)
+  # scores on each held-out metric ({"model": ..., "values": {metric: value}}); empty
+  # for runs made before experiments recorded it.
+  trivial: dict[str, Any] = dataclasses.field(default_factory=dict)
 
   @property
   def diverged(self) -> bool:
@@ -407,7 +411,7 @@ def load_runs(paths: Sequence[str]) -> list[Run]:
     runs.append(Run(d, name, record.get("config", {}), record.get("data", {}),
                     [p for p in points if is_epoch_record(p)], points,
                     key_order=tuple(key_order), overrides=overrides,
-                    setting_keys=setting_keys))
+                    setting_keys=setting_keys, trivial=record.get("trivial") or {}))
   label_runs(runs)
   return runs
 

@@ -57,15 +57,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "and .svg.")
   parser.add_argument("--no-wandb", action="store_true",
                       help="Do not log the verdict table to wandb.")
+  parser.add_argument("--ignore-rule-hash", action="store_true",
+                      help="Judge records made under another rule or setting as if made "
+                      "under this one (to see how older records fare under the rule); the "
+                      "report says so, and its verdicts are not of record.")
 
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   if args.parallel < 1:
     raise UserError(f"--parallel {args.parallel}: run at least 1 member at once.")
   experiments = suite.select_experiments(args.experiments)
-  plans = bench.plans(experiments, args.scale, args.workdir, suite.parse_norms(args.norms),
-                      suite.parse_seeds(args.seeds))
   records = args.records or bench.records_root(args.scale)
+  plans = bench.plans(experiments, args.scale, args.workdir, suite.parse_norms(args.norms),
+                      suite.parse_seeds(args.seeds), records)
   if args.print_commands:
     bench.print_commands(plans, records, overrides)
     return 0
@@ -76,7 +80,7 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
       continue
     failed += [f"{plan.experiment.name}/{name}"
                for name in bench.run(plan, records, overrides, parallel=args.parallel)]
-  report = bench.build_report(plans, records, args.scale)
+  report = bench.build_report(plans, records, args.scale, args.ignore_rule_hash)
   text = report.markdown()
   print()
   print(text, end="")

@@ -25,15 +25,16 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import math
 import os
 import re
 import shutil
 import sys
 from typing import Any, Iterable, Sequence
 
-from lnorm.analysis import bln_protocol
 from lnorm.analysis import claims
-from lnorm.analysis import report as report_lib
+from lnorm.analysis import compare
+from lnorm.analysis import rule
 from lnorm.analysis import runs as runs_lib
 from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import runner
@@ -62,6 +63,7 @@ class Plan:
   setting: suite.Setting
   members: list[suite.Member]
   workdir: str  # <workdir>/<scale>/<experiment>
+  scale: str = "cpu"
 
   def groups(self) -> dict[str, list[suite.Member]]:
     """The members by group (variant and normalizer), in the plan's order."""
@@ -74,9 +76,12 @@ class Plan:
     return os.path.join(self.workdir, group)
 
   def group_overrides(self, member: suite.Member, extra: dict[str, str]) -> dict[str, str]:
-    """What every seed of ``member``'s group gets; the command's --config.x=y win."""
+    """What every seed of ``member``'s group gets, the rule's hash included; the
+    command's --config.x=y win."""
     return {**self.setting.overrides, **member.variant, "norm": member.norm,
-            "wandb.group": self.experiment.name, **extra}
+            "wandb.group": self.experiment.name,
+            "benchmark_hash": suite.member_hash(self.experiment, self.scale, member.variant),
+            **extra}
 
   def sweep_name(self, group: str) -> str:
     return f"{self.experiment.name}/{group}"
@@ -107,13 +112,42 @@ def seed_space(members: Sequence[suite.Member]) -> SweepSpace:
 
 
 def plans(experiments: Sequence[suite.Experiment], scale: str, workdir: str,
-          norms: Sequence[str] | None = None,
-          seeds: Sequence[int] | None = None) -> list[Plan]:
+          norms: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+          records: str | None = None) -> list[Plan]:
+  """Each experiment's members. Without ``seeds``, an experiment's seeds are the
+  rule's (:func:`seeds_by_power`, from the records under ``records``)."""
   out = []
   for e in experiments:
-    members = suite.members([e], scale, norms, seeds)
-    out.append(Plan(e, e.scales[scale], members, os.path.join(workdir, scale, e.name)))
+    chosen = seeds if seeds is not None else seeds_by_power(e, scale, records)
+    members = suite.members([e], scale, norms, chosen)
+    out.append(Plan(e, e.scales[scale], members, os.path.join(workdir, scale, e.name),
+                    scale))
   return out
+
+
+def seeds_by_power(experiment: suite.Experiment, scale: str,
+                   records: str | None) -> list[int]:
+  """The rule's seeds for ``experiment``: the pilot's (the setting's seeds) until every
+  claim's pilot members have records; then, for the claim that needs the most, the
+  seeds its pilot says it needs to detect its minimum effect (claims.planned_seeds:
+  at most rule.SEED_CAP, and only where that many can decide it), every normalizer
+  of the experiment at that count. The need is computed from the pilot's seeds alone,
+  so that it does not move as the added seeds finish."""
+  pilot = list(experiment.scales[scale].seeds)
+  folder = os.path.join(records or "", experiment.name)
+  if not records or not any(True for _ in _record_dirs(folder)):
+    return pilot
+  kept, _ = under_rule(runs_lib.load_runs([os.path.join(records, experiment.name)]),
+                      experiment, scale)
+  runs = [r for r in kept if r.config.get("seed") in pilot]
+  count = len(pilot)
+  for claim in experiment.claims:
+    ev = claims.judge(runs, experiment.name, claim, experiment.metric)
+    if ev.verdict or ev.seeds < len(pilot):
+      continue  # Not run, not testable, or the pilot not complete: no test to plan.
+    count = max(count, claims.planned_seeds(ev, len(pilot)))
+  extra = [s for s in range(max(pilot) + 1, max(pilot) + 1 + count)][:count - len(pilot)]
+  return pilot + extra
 
 
 # --- records -----------------------------------------------------------------------------
@@ -313,6 +347,8 @@ class ClaimResult:
   claim: suite.Claim
   experiment: str
   verdict: claims.Verdict
+  evidence: claims.Evidence | None = None
+  pilot: int = 0  # The pilot's seeds.
 
 
 @dataclasses.dataclass
@@ -323,30 +359,40 @@ class Report:
   missing: dict[str, list[str]]  # experiment -> members without records.
   total: dict[str, int]  # experiment -> members in the suite.
   seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # run -> training s.
-  # The BLN claims under the BLN paper's protocol (lnorm.analysis.bln_protocol).
-  protocol: list[str] = dataclasses.field(default_factory=list)
+  # Members whose records carry another rule's hash: experiment -> member names.
+  refused: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+  ignore_rule: bool = False
 
   def markdown(self) -> str:
     lines = [f"Generated from the records under `results/{self.scale}/` (one run per "
-             "member: its config.json and metrics.jsonl). The rule and the settings: "
-             "`docs/benchmark.md`.", ""]
+             "member: its config.json and metrics.jsonl) by the verdict rule version "
+             f"{rule.VERSION} (hash `{rule.rule_hash()}`), stated in `docs/benchmark.md`.",
+             ""]
+    if self.ignore_rule:
+      lines += ["**Judged with `--ignore-rule-hash`: records made under another rule or "
+                "setting are judged as if made under this one. Not a verdict of record.**",
+                ""]
     not_started = [e for e, m in self.missing.items() if len(m) == self.total[e]]
     if self.rows or not_started:
       table = claims.headline_markdown(self.rows).rstrip("\n").split("\n")
       # An experiment without records keeps its place in the table.
-      table += [f"| {e} | — | — | 0/{self.total[e]} members run | not run yet | | |"
+      table += [f"| {e} | — | — | 0/{self.total[e]} members run | not run yet | | | | |"
                 for e in not_started]
       lines += table + [""]
-    lines += ["Claims:", ""]
+    lines += ["Claims (p-values of each claim's test, raw and after Holm's adjustment over "
+              "the claims tested):", ""]
     for v in self.verdicts:
       c = v.claim
       lines.append(f"- **{v.verdict.verdict}**: {c.text} ({c.source}; {v.experiment}, "
                    f"{c.norm} against {c.against}): {v.verdict.why}.")
-    if self.protocol:
-      lines += ["", "The BLN claims under the BLN paper's protocol: the model after its "
-                "last epoch, BLN under the inference configuration its search selects "
-                "(Algorithm 2; here on validation, `lnorm bln-search`), the same rule on "
-                "one value per seed:", ""] + self.protocol
+    lines += ["", "Seeds by power (rule: detect the claim's minimum effect at "
+              f"{rule.POWER:.0%} power, two-sided level {rule.ALPHA:g}/{rule.PLANNED_CLAIMS}, "
+              f"at most {rule.SEED_CAP} seeds on a CPU):", "",
+              "| claim | minimum effect | seeds run | seeds needed (all seeds' spread) |",
+              "|---|---|---|---|"]
+    for v in self.verdicts:
+      lines.append(f"| {v.claim.key} | {_effect(v.claim)} | {_seeds_run(v)} | "
+                   f"{_needed(v)} |")
     done = [f"{e} {self.total[e] - len(m)}/{self.total[e]}" for e, m in self.missing.items()]
     lines += ["", f"Members with records: {', '.join(done)}."]
     if self.seconds:
@@ -360,14 +406,65 @@ class Report:
       lines.append("Missing (`lnorm benchmark --print-commands` lists their commands): "
                    + "; ".join(f"{e}: {_members_text(self.missing[e])}" for e in not_run)
                    + ".")
+    refused = [e for e, m in self.refused.items() if m]
+    if refused:
+      lines.append("Records made under another rule or setting (rerun them: delete their "
+                   "records and run `lnorm benchmark` again): " + "; ".join(
+                       f"{e}: {_members_text(self.refused[e])}" for e in refused) + ".")
     return "\n".join(lines) + "\n"
+
+
+def _effect(c: suite.Claim) -> str:
+  if c.kind in claims.RATIO_KINDS:
+    return (f"the claimed ratio {c.claimed_ratio:g}" if c.claimed_ratio is not None
+            else f"a {1 - math.exp(-c.effect):.0%} saving")
+  return f"{c.effect:g}"
+
+
+def _seeds_run(v: ClaimResult) -> str:
+  ev = v.evidence
+  return "—" if ev is None or not ev.seeds else f"{ev.seeds} (pilot {v.pilot})"
+
+
+def _needed(v: ClaimResult) -> str:
+  ev = v.evidence
+  if ev is None or ev.p is None:
+    return "—"
+  if ev.needed is None:
+    return "not reachable"
+  return str(ev.needed) + (f" (over the cap of {rule.SEED_CAP})"
+                           if ev.needed > rule.SEED_CAP else "")
 
 
 def _members_text(names: Sequence[str]) -> str:
   return f"{len(names)} members" if len(names) > 6 else ", ".join(names)
 
 
-def build_report(plans_: Sequence[Plan], records: str, scale: str) -> Report:
+def _variant_key(variant, keys) -> tuple:
+  return tuple((k, str(variant.get(k))) for k in keys)
+
+
+def under_rule(runs: Sequence[runs_lib.Run], experiment: suite.Experiment,
+               scale: str) -> tuple[list, list[str]]:
+  """The runs of ``experiment`` whose hash is the one the suite gives their variant
+  now, and the names of those made under another rule or setting."""
+  variants = experiment.scales[scale].variants
+  keys = [k for k in suite.VARIANT_NAME_KEYS if any(k in v for v in variants)]
+  expected = {_variant_key(v, keys): suite.member_hash(experiment, scale, v)
+              for v in variants}
+  kept, refused = [], []
+  for r in runs:
+    if r.config.get("experiment") != experiment.name:
+      continue
+    if r.config.get("benchmark_hash") == expected.get(_variant_key(r.config, keys)):
+      kept.append(r)
+    else:
+      refused.append(os.path.basename(r.path))
+  return kept, refused
+
+
+def build_report(plans_: Sequence[Plan], records: str, scale: str,
+                 ignore_rule: bool = False) -> Report:
   """The headline table and verdicts from the records alone (not the workdirs)."""
   found = []
   if os.path.isdir(records) and any(True for _ in _record_dirs(records)):
@@ -375,12 +472,22 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str) -> Report:
     found = sorted((r for r in runs_lib.load_runs([records])
                     if r.config.get("experiment") in order),
                    key=lambda r: order[r.config["experiment"]])  # The suite's order.
-  metrics = {p.experiment.name: p.experiment.metric for p in plans_ if p.experiment.metric}
-  rows = claims.headline_rows(found, metrics) if any(
-      report_lib._finished(r) for r in found) else []  # pylint: disable=protected-access
-  verdicts = [ClaimResult(c, p.experiment.name, claims.judge(
-      found, p.experiment.name, c.norm, c.against, c.kind, c.where, p.experiment.metric))
-              for p in plans_ for c in p.experiment.claims]
+  rows, results, refused = [], [], {}
+  for p in plans_:
+    kept, refused[p.experiment.name] = under_rule(found, p.experiment, p.scale)
+    if ignore_rule:
+      kept = [r for r in found if r.config.get("experiment") == p.experiment.name]
+    rows += _headline(p, kept)
+    for c in p.experiment.claims:
+      if refused[p.experiment.name] and not ignore_rule and _touches(c, found, p):
+        ev = claims.Evidence(c, p.experiment.metric, rule.REFUSED, (
+            "records made under another rule or setting: rerun "
+            + _members_text(refused[p.experiment.name])))
+      else:
+        ev = claims.judge(kept, p.experiment.name, c, p.experiment.metric)
+      results.append(ClaimResult(c, p.experiment.name, None, ev, len(p.setting.seeds)))
+  for result, verdict in zip(results, claims.decide([r.evidence for r in results])):
+    result.verdict = verdict
   missing = {p.experiment.name: [m.name for m in p.members
                                  if not os.path.isdir(record_dir(records, m))]
              for p in plans_}
@@ -389,12 +496,38 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str) -> Report:
     known = [t for t in runs_lib.train_seconds(r.points) if t is not None]
     if known:
       seconds[os.path.relpath(r.path, records)] = known[-1]
-  protocol = [bln_protocol.verdict_line(found, p.experiment.name, c.text, c.against,
-                                        c.where, p.experiment.metric)
-              for p in plans_ for c in p.experiment.claims
-              if c.kind == "final" and c.norm == "bln" and p.experiment.metric]
-  return Report(scale, rows, verdicts, missing, {p.experiment.name: len(p.members)
-                                                  for p in plans_}, seconds, protocol)
+  return Report(scale, rows, results, missing,
+                {p.experiment.name: len(p.members) for p in plans_}, seconds,
+                {} if ignore_rule else refused, ignore_rule)
+
+
+def _touches(c: suite.Claim, runs: Sequence[runs_lib.Run], plan: Plan) -> bool:
+  """Whether a refused record belongs to one of the claim's sides."""
+  refused = set(under_rule(runs, plan.experiment, plan.scale)[1])
+  return any(os.path.basename(r.path) in refused
+             and compare.matches(r.config, c.where)
+             and str(r.config.get(c.field)) in (c.norm, c.against) for r in runs)
+
+
+def _headline(plan: Plan, runs: Sequence[runs_lib.Run]) -> list[claims.Row]:
+  """One row per normalizer of each variant, the suite's order first."""
+  finished = claims.finished_runs(runs, plan.experiment.name)
+  rows = []
+  for variant in plan.setting.variants:
+    where = {k: v for k, v in variant.items() if k in suite.VARIANT_NAME_KEYS}
+    here = [r for r in finished if compare.matches(r.config, where)]
+    if not here:
+      continue
+    order = list(plan.experiment.norms)
+    order += sorted({str(r.config.get("norm")) for r in here} - set(order))
+    baseline = claims.side_runs(here, {}, "norm", "none")
+    context = ",".join(f"{k}={v}" for k, v in where.items())
+    for norm in order:
+      members = claims.side_runs(here, {}, "norm", norm)
+      if members:
+        rows.append(claims.headline_row(members, baseline, plan.experiment.name, context,
+                                        norm, plan.experiment.metric))
+  return rows
 
 
 def write_figures(report: Report, records: str, out_dir: str) -> list[str]:
@@ -451,20 +584,13 @@ def log_verdicts(result: Report) -> None:
                    name=f"benchmark-{result.scale}", config={"scale": result.scale},
                    dir=os.path.join(DEFAULT_WORKDIR, result.scale))
   table = wandb.Table(columns=["experiment", "claim", "normalizer", "against", "verdict",
-                               "evidence"])
+                               "p", "p after Holm", "evidence"])
   for v in result.verdicts:
     table.add_data(v.experiment, v.claim.text, v.claim.norm, v.claim.against,
-                   v.verdict.verdict, v.verdict.why)
+                   v.verdict.verdict, v.verdict.p, v.verdict.p_adjusted, v.verdict.why)
   headline = wandb.Table(columns=list(claims.HEADER))
-  for r in result.rows:
-    headline.add_data(f"{r.experiment}{', ' + r.context if r.context else ''}", r.norm,
-                      r.metric, f"{r.reached}/{r.runs}", r.steps.text() if r.steps else "never",
-                      r.seconds.text() if r.seconds else "n/a",
-                      r.best.text(".4g") if r.best else "—")
+  for cells in claims.headline_cells(result.rows):
+    headline.add_data(*cells)
   logged = {"benchmark/verdicts": table, "benchmark/headline": headline}
-  if result.protocol:
-    logged["benchmark/bln_protocol"] = wandb.Table(
-        columns=["verdict under the BLN paper's protocol"],
-        data=[[line.removeprefix("- ")] for line in result.protocol])
   run.log(logged)
   run.finish()
