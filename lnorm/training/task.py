@@ -128,7 +128,7 @@ class Task:
   def trivial_baseline(self, dataset: Dataset) -> dict | None:
     """What a trivial model fit to the training split alone scores on the held-out
     splits (``lnorm.evaluation.trivial``): ``{"model": "class prior (majority class)",
-    "values": {"validation/error": 0.886, ...}}``, each metric named as the run logs
+    "values": {"validation/error": 0.894, ...}}``, each metric named as the run logs
     it. The loop writes it into config.json as ``"trivial"``, so that an analysis can
     tell a task that was learned from one that was not. None: the experiment declares
     none."""
