@@ -71,6 +71,7 @@ def get_config(arg=None):
   # The 25,000 test reviews take longer to evaluate than an epoch of the 20% subset
   # trains: validation after every epoch, test after the last.
   c.eval_splits = ("validation",)
+  c.eval_every_splits = ("validation",)  # With eval_every_steps: not the 25k test reviews.
   c.final_eval_splits = ("test",)
 
   c.model = ml_collections.ConfigDict()

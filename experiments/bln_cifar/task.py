@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lnorm.errors import ConfigError
+from lnorm.evaluation import trivial
 from lnorm.models import LeNet, lenet
 from lnorm.normalization import PER_EXAMPLE_NORMS, make_norm
 from lnorm.training.task import Task as BaseTask
@@ -80,6 +81,11 @@ class Task(BaseTask):
     image = batch["image"].astype(jnp.float32)
     # [None]: explicit broadcast over the batch (tests raise on rank promotion).
     return ((image - self.pixel_mean[None]) / self.pixel_std[None],)
+
+  def trivial_baseline(self, dataset):
+    """The training subset's class prior: the majority class's error."""
+    return trivial.classification_record(dataset, dataset.info["num_classes"],
+                                         self.train_split())
 
   def loss_and_metrics(self, logits, batch):
     metrics = classification_metrics(logits, batch["label"])

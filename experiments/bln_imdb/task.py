@@ -17,6 +17,7 @@ import optax
 from experiments.bln_imdb import model as model_lib
 from experiments.bln_imdb.model import DROPOUT_MASKS, SentimentRNN
 from lnorm.errors import ConfigError
+from lnorm.evaluation import trivial
 from lnorm.normalization import PER_EXAMPLE_NORMS, make_norm
 from lnorm.training.task import Task as BaseTask
 
@@ -76,6 +77,12 @@ class Task(BaseTask):
 
   def model_inputs(self, batch):
     return batch["tokens"], batch["length"]
+
+  def trivial_baseline(self, dataset):
+    """The training subset's share of positive reviews as the probability of every
+    review: the majority class's error (0.5 on balanced data; a tie predicts negative,
+    as a logit of 0 does) and the binary cross-entropy of that share."""
+    return trivial.classification_record(dataset, 2, self.train_split())
 
   def loss_and_metrics(self, logits, batch):
     labels = batch["label"]

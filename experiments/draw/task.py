@@ -19,6 +19,7 @@ import optax
 from experiments.draw import model as model_lib
 from experiments.draw import pictures
 from experiments.draw.model import Draw
+from lnorm.evaluation import trivial
 from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.task import Task as BaseTask
@@ -56,6 +57,16 @@ class Task(BaseTask):
 
   def loss_and_metrics(self, outputs, batch):
     return bound_metrics(outputs, batch["image"])
+
+  def trivial_baseline(self, dataset):
+    """Every pixel its own Bernoulli with the training images' mean: its exact
+    -log p(x) in nats per image, as ``nll_bound`` (a model without latents has no KL,
+    so its bound is its likelihood)."""
+    pixels = trivial.independent_bernoulli(dataset.splits[self.train_split()]["image"])
+    return trivial.record("independent Bernoulli pixels (training pixel means)", {
+        f"{split}/nll_bound": float(np.mean(trivial.independent_bernoulli_nll(
+            pixels, dataset.splits[split]["image"])))
+        for split in trivial.held_out_splits(dataset, self.train_split())})
 
   def end_of_epoch(self, state, workdir, step, writer):
     """Writes the sample grid and the canvas strip of this epoch and logs them."""

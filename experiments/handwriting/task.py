@@ -20,12 +20,14 @@ import re
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from experiments.handwriting import model as model_lib
 from experiments.handwriting import pictures
 from experiments.handwriting import sampling
 from experiments.handwriting.model import HandwritingSynthesis, sequence_nll
 from lnorm.errors import UserError
+from lnorm.evaluation import trivial
 from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.checkpoint import restore_latest
@@ -69,6 +71,23 @@ class Task(BaseTask):
     metrics = {"nll": nll, "points": points,
                "nll_per_point": nll / jnp.maximum(points, 1.0)}
     return self.reduce_loss(nll), metrics
+
+  def trivial_baseline(self, dataset):
+    """One bivariate Gaussian for every pen offset and one Bernoulli for the
+    end-of-stroke bit, fit to the training lines' real moves, whatever the text or
+    the moves before: ``nll`` in nats per line and ``nll_per_point`` as the run logs
+    them (``points`` is the data's, the same for any model)."""
+    train = dataset.splits[self.train_split()]
+    density = trivial.gaussian_and_bernoulli(train["strokes"][real_moves(train)])
+    values = {}
+    for split in trivial.held_out_splits(dataset, self.train_split()):
+      arrays = dataset.splits[split]
+      real = real_moves(arrays)
+      log_p = trivial.gaussian_and_bernoulli_log_density(density, arrays["strokes"])
+      nll = -np.sum(np.where(real, log_p, 0.0), axis=1)
+      values[f"{split}/nll"] = float(np.mean(nll))
+      values[f"{split}/nll_per_point"] = float(np.mean(nll / np.maximum(real.sum(1), 1)))
+    return trivial.record("one Gaussian offset and one end-of-stroke Bernoulli", values)
 
   def end_of_epoch(self, state, workdir, step, writer):
     """Records the data scale and writes this epoch's sample of ``sample_text``."""
@@ -116,6 +135,11 @@ class Task(BaseTask):
         ")" if sample["finished"] else f", stopped at {max_steps} moves)")
     paths = pictures.save_sample(sample, text, record["offset_scale"], out_base, title)
     return {**paths, "finished": sample["finished"], "moves": len(sample["moves"])}
+
+
+def real_moves(arrays) -> np.ndarray:
+  """``[N, T]``: which steps of a split's padded lines are real pen moves."""
+  return np.arange(arrays["strokes"].shape[1]) < arrays["length"][:, None]
 
 
 def write_data_record(workdir: str, info: dict) -> dict:

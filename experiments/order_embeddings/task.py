@@ -42,6 +42,7 @@ import numpy as np
 from experiments.order_embeddings import model as model_lib
 from experiments.order_embeddings.model import OrderEmbedding, contrastive_loss
 from lnorm.evaluation import retrieval
+from lnorm.evaluation import trivial
 from lnorm.data import batching
 from lnorm.errors import ConfigError
 from lnorm.normalization import PER_EXAMPLE_NORMS
@@ -106,6 +107,23 @@ class Task(BaseTask):
 
   def model_inputs(self, batch):
     return batch["captions"], batch["caption_length"], batch["image"]
+
+  def trivial_baseline(self, dataset):
+    """A random ranking: the expected recalls (in %), their sums and the mean ranks
+    of scores that ignore the images and captions, fold by fold as the validation and
+    test retrieval compute them; ``selection_rsum`` over the folds selection reads."""
+    r = self.config.retrieval
+    values = {}
+    for split in trivial.held_out_splits(dataset, self.train_split()):
+      images, per_image = dataset.splits[split]["captions"].shape[:2]
+      scores = trivial.random_ranking_scores(images, per_image, r.fold_size)
+      values.update({f"{split}/{k}": v for k, v in scores.items()})
+      if split == "validation":
+        selected = min(images, self._selection_folds * r.fold_size
+                       ) if self._selection_folds else images
+        values["validation/selection_rsum"] = trivial.random_ranking_scores(
+            selected, per_image, r.fold_size)[r.select_on]
+    return trivial.record("random ranking (expected)", values)
 
   def _ranking_options(self) -> dict[str, Any]:
     r = self.config.retrieval

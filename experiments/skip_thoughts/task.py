@@ -37,6 +37,7 @@ from experiments.skip_thoughts.model import NEXT, PREVIOUS, SkipThoughts
 from lnorm.data import books
 from lnorm.data import text
 from lnorm.errors import UserError
+from lnorm.evaluation import trivial
 from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_gru_cell, masked_mean, sequence_mask
 from lnorm.training import parallel, steps
@@ -75,6 +76,23 @@ class Task(BaseTask):
   def loss_and_metrics(self, logits, batch):
     nll = decoder_nll(logits, batch["tokens"], batch["length"])
     return self.reduce_loss(nll), {"nll": nll, "token_nll": nll * batch["token_weight"]}
+
+  def trivial_baseline(self, dataset):
+    """A unigram model of the decoders' targets (the previous and next sentences'
+    words, OOV and EOS, as the decoders predict them) counted on the training triples,
+    add-one smoothed over the model's output ids: ``nll`` summed over both decoders'
+    targets per triple and ``token_nll`` per target token, as the run logs them."""
+    train = dataset.splits[self.train_split()]
+    targets, real = decoder_targets(train)
+    log_p = trivial.unigram(targets[real], dataset.info["vocab_size"])
+    values = {}
+    for split in trivial.held_out_splits(dataset, self.train_split()):
+      arrays = dataset.splits[split]
+      targets, real = decoder_targets(arrays)
+      nll = -np.sum(np.where(real, log_p[targets], 0.0), axis=(1, 2))
+      values[f"{split}/nll"] = float(np.mean(nll))
+      values[f"{split}/token_nll"] = float(np.mean(nll * arrays["token_weight"]))
+    return trivial.record("unigram (training targets, add-one)", values)
 
   def sentence_encoder(self, workdir: str, kind: str = "trained"):
     """``(encode, step)``: ``encode(token lists) -> [N, D]`` float32 features of the
@@ -146,6 +164,16 @@ def decoder_nll(logits, tokens, lengths):
                     sequence_mask(lengths[:, NEXT], tokens.shape[-1])], axis=1)
   ce = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), targets)
   return jnp.sum(jnp.where(real, ce, 0.0), axis=(1, 2))
+
+
+def decoder_targets(arrays) -> tuple[np.ndarray, np.ndarray]:
+  """``(ids [N, 2, T], real [N, 2, T])``: the previous and next sentences of a split's
+  triples, which the two decoders predict, and which of their positions are real
+  targets (words and EOS, not padding): :func:`decoder_nll`'s targets, in NumPy."""
+  tokens, lengths = arrays["tokens"], arrays["length"]
+  targets = tokens[:, (PREVIOUS, NEXT)]
+  real = np.arange(tokens.shape[-1]) < lengths[:, (PREVIOUS, NEXT), None]
+  return targets, real
 
 
 def save_vocabulary(words, workdir: str) -> str:

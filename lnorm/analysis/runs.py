@@ -306,10 +306,10 @@ class Run:
   # is printed. Empty outside a sweep.
   overrides: dict[str, str] = dataclasses.field(default_factory=dict)
   setting_keys: tuple[str, ...] = ()
-  # config.json's "trivial" record: what a trivial model (majority class, unigram, ...)
-  # scores on each held-out metric ({"model": ..., "values": {metric: value}}); empty
-  # for runs made before experiments recorded it.
-  trivial: dict[str, Any] = dataclasses.field(default_factory=dict)
+  # config.json's "trivial" record: the scores of the experiment's trivial baseline
+  # (``Task.trivial_baseline``), ``{"model": ..., "values": {"validation/error": ...}}``;
+  # None for records written before it existed, or by an experiment that declares none.
+  trivial: dict[str, Any] | None = None
 
   @property
   def diverged(self) -> bool:
@@ -383,6 +383,17 @@ def _sweep_members(path: str) -> list[dict[str, Any]]:
     return []
 
 
+def read_run(workdir: str, name: str, **labels: Any) -> Run:
+  """The run in ``workdir`` (empty when it has not started): its config.json's
+  records and its metrics. ``labels``: the :class:`Run` fields that come from
+  elsewhere (a sweep's overrides)."""
+  record = read_config(workdir)
+  points = read_records(workdir)
+  return Run(workdir, name, record.get("config", {}), record.get("data", {}),
+             [p for p in points if is_epoch_record(p)], points,
+             trivial=record.get("trivial"), **labels)
+
+
 def load_runs(paths: Sequence[str]) -> list[Run]:
   """The runs at or under ``paths``, in sweep order where there is one, labelled."""
   dirs = find_run_dirs(paths)
@@ -403,15 +414,11 @@ def load_runs(paths: Sequence[str]) -> list[Run]:
   common = os.path.commonpath([os.path.abspath(d) for d in dirs])
   runs = []
   for d in dirs:
-    record = read_config(d)
-    points = read_records(d)
     name = os.path.relpath(os.path.abspath(d), common) if len(dirs) > 1 else os.path.basename(
         os.path.abspath(d))
     overrides, setting_keys = members.get(os.path.abspath(d), ({}, ()))
-    runs.append(Run(d, name, record.get("config", {}), record.get("data", {}),
-                    [p for p in points if is_epoch_record(p)], points,
-                    key_order=tuple(key_order), overrides=overrides,
-                    setting_keys=setting_keys, trivial=record.get("trivial") or {}))
+    runs.append(read_run(d, name, key_order=tuple(key_order), overrides=overrides,
+                         setting_keys=setting_keys))
   label_runs(runs)
   return runs
 

@@ -43,8 +43,8 @@ from lnorm.analysis import selection as selection_lib
 from lnorm.sweeps import space as sweep_space
 from lnorm.errors import ConfigError, UserError
 from lnorm.analysis.runs import (SWEEP_FILE, Run, distinguishing_keys, epoch_records, epochs_done,
-                        is_epoch_record, is_seed, lower_is_better, read_config, read_records,
-                        read_sweep_file, setting_name, summary_metrics)
+                        is_seed, lower_is_better, read_run, read_sweep_file, setting_name,
+                        summary_metrics)
 from lnorm.sweeps.space import SweepSpace
 from lnorm.training import run_files
 from lnorm.training import workdir_lock
@@ -538,13 +538,7 @@ def load_members(sweep_dir: str) -> list[Member]:
 
 def member_runs(members: Sequence[Member]) -> list[Run]:
   """The members as runs (an unstarted member has no config and no points)."""
-  runs = []
-  for m in members:
-    record = read_config(m.workdir)
-    points = read_records(m.workdir)
-    runs.append(Run(m.workdir, m.name, record.get("config", {}), record.get("data", {}),
-                    [p for p in points if is_epoch_record(p)], points))
-  return runs
+  return [read_run(m.workdir, m.name) for m in members]
 
 
 def select_members(members: Sequence[Member], metric: str,

@@ -47,7 +47,12 @@ def base_config() -> ml_collections.ConfigDict:
   # runs whose epochs are long; only these splits, to keep the cost down. With
   # steps_per_call > 1 it evaluates at the first call boundary past each multiple.
   c.eval_every_steps = 0
-  c.eval_every_splits = ("test",)
+  # Validation, which targets, best values and selections are taken on, and test, to
+  # report at the evaluation validation selects. A config whose test set costs more
+  # than it is worth at every evaluation keeps validation alone here and puts test in
+  # final_eval_splits (handwriting, IMDB); perm-MNIST's cpu setting keeps both: 0.7 s
+  # for validation and 1.0 s for test, against 3.3 s of training between two.
+  c.eval_every_splits = ("validation", "test")
   # Also evaluate the eval_every_splits at this many geometrically spaced steps per
   # decade (0: off), for curves on a log-scaled step axis that have points from the
   # first decade on: the distinct round(10 ** (i / n)) for i = 0, 1, 2, ...; n = 3

@@ -181,7 +181,10 @@ def _open_records(run: Run, state: TrainState, start_step: int) -> MetricWriter:
   workdir_lib.write_run_record(run.workdir, config, run.data_record, {
       "num_params": num_params, "steps_per_epoch": run.steps_per_epoch,
       "length_buckets": None if run.buckets is None else list(run.buckets.edges),
-      **normalizer_record(run.model, config.get("norm"))})
+      **normalizer_record(run.model, config.get("norm")),
+      # What a model that learned nothing scores: no part of the run's identity, so
+      # a workdir written before it existed, or by another version of it, resumes.
+      "trivial": run.task.trivial_baseline(run.dataset)})
   logging.info("Data: %s", json.dumps(run.data_record))
   logging.info("Model: %d parameters; %d steps per epoch; %d devices.", num_params,
                run.steps_per_epoch, run.mesh.size)

@@ -125,6 +125,16 @@ class Task:
   def train_split(self) -> str:
     return "train"
 
+  def trivial_baseline(self, dataset: Dataset) -> dict | None:
+    """What a trivial model fit to the training split alone scores on the held-out
+    splits (``lnorm.evaluation.trivial``): ``{"model": "class prior (majority class)",
+    "values": {"validation/error": 0.894, ...}}``, each metric named as the run logs
+    it. The loop writes it into config.json as ``"trivial"``, so that an analysis can
+    tell a task that was learned from one that was not. None: the experiment declares
+    none."""
+    del dataset
+    return None
+
   def forward_macs(self, dataset: Dataset, batch: Batch) -> int:
     """Multiply-accumulates of the model's matmuls (and convolutions) in one forward
     pass over ``batch``, counted from the config, the data's sizes and the batch's
