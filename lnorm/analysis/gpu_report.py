@@ -73,6 +73,11 @@ def nbytes(n: int | None) -> str:
   return f"{n / 2**20:.0f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
 
 
+def cell(text: str, width: int) -> str:
+  """``text`` cut to ``width`` characters for a table cell: one line, no column bar."""
+  return " ".join(text.split())[:width].replace("|", "/")
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -134,8 +139,8 @@ def experiments_section(records: dict[str, Any]) -> str:
   rows = []
   for item in records.get("experiments", {}).get("items", []):
     if "error" in item:
-      rows.append([item["experiment"], item["norm"], "—", "—", "—", "—", "—", "—", "—",
-                   f"not measured: {item['error'][:120]}"])
+      rows.append([item["experiment"], item["norm"], *["—"] * 7,
+                   f"not measured: {cell(item['error'], 120)}"])
       continue
     share = f"{item['tflops'] / rate:.1%}" if rate else "—"
     recurrence = item.get("recurrence", "—")
@@ -179,15 +184,15 @@ def rnn_section(records: dict[str, Any]) -> str:
   items = records.get("rnn", {}).get("items", [])
   rows = []
   for item in items:
-    where = f"{item['size']} (B {item['batch']}, T {item['steps']}, I {item['input']}, " \
-            f"H {item['hidden']})"
+    where = (f"{item['size']} (B {item['batch']}, T {item['steps']}, I {item['input']}, "
+             f"H {item['hidden']})")
     if "median_s" in item:
       rows.append([where, item["row"], seconds(item["median_s"]),
                    seconds(item.get("compile_s")), seconds(item.get("warmup_s"))])
     else:
-      why = item.get("skipped") or item.get("error", "")
-      rows.append([where, item["row"], "—", "—", f"{'skipped' if 'skipped' in item else 'failed'}: "
-                   f"{why[:100]}"])
+      what = "skipped" if "skipped" in item else "failed"
+      why = cell(item.get("skipped") or item.get("error", ""), 100)
+      rows.append([where, item["row"], "—", "—", f"{what}: {why}"])
   if not rows:
     return ""
   out = table(["layer", "row", "forward + backward (median)", "compile", "warm-up"], rows)

@@ -45,6 +45,9 @@ fi
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/lnorm-gpucheck.XXXXXX")"
+# The scratch folder (venv, install, logs, runs, data cache) goes at the end, unless
+# KEEP_WORK=1 (a failed item's log tail is in its phase's record either way).
+[ "${KEEP_WORK:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
 exec > >(tee -a "$out/run.log") 2>&1
 started=$SECONDS
 
