@@ -24,6 +24,8 @@ import sys
 import time
 from typing import Any, Sequence
 
+from lnorm.gpucheck import records as records_lib
+
 NORMS = ("none", "bn", "ln")
 SEEDS = (0, 1, 2)
 EXPERIMENT = "perm_mnist"
@@ -68,7 +70,7 @@ def _run_wave(seed: int, *, records: str, workdir: str, logs: str, toy: bool,
   for norm, process, log in processes:
     code = _wait(process, timeout)
     outcomes.append({"seed": seed, "norm": norm, "exit_code": code,
-                     **({} if code == 0 else {"log_tail": _tail(log)})})
+                     **({} if code == 0 else {"log_tail": records_lib.log_tail(log)})})
   return outcomes
 
 
@@ -79,11 +81,6 @@ def _wait(process: subprocess.Popen, timeout: float) -> int | None:
     process.kill()
     process.wait()
     return None
-
-
-def _tail(path: str, lines: int = 8) -> str:
-  with open(path, errors="replace") as f:
-    return "".join(f.readlines()[-lines:]).strip()
 
 
 def member_records(records: str) -> dict[str, dict[str, Any]]:

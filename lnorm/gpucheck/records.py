@@ -51,6 +51,15 @@ def read_json(path: str) -> Any:
     return json.load(f)
 
 
+def log_tail(path: str, lines: int = 12) -> str:
+  """The last ``lines`` lines of a log (for a record of what failed); '' when unreadable."""
+  try:
+    with open(path, errors="replace") as f:
+      return "".join(f.readlines()[-lines:]).strip()
+  except OSError:
+    return ""
+
+
 def phase_path(out: str, phase: str) -> str:
   return os.path.join(out, f"{phase}.json")
 

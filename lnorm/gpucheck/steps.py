@@ -41,6 +41,7 @@ import time
 from typing import Any, Iterator, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from lnorm import config as config_lib
@@ -106,8 +107,7 @@ def _peak_bytes() -> int | None:
 
 def measure(experiment: str, norm: str, *, toy: bool, lock: str | None = None) -> dict[str, Any]:
   """Compiles and times one experiment's train call at one normalizer (the worker)."""
-  # pylint: disable=g-import-not-at-top  (JAX models and data: the worker's only)
-  import jax.numpy as jnp
+  # pylint: disable=g-import-not-at-top  (the models and data: the worker's only)
   from lnorm.rnn import normalizer_record
   from lnorm.training import lowering, parallel
   from lnorm.training.steps import init_train_state, make_train_chunk, make_train_step
@@ -173,14 +173,6 @@ def measure(experiment: str, norm: str, *, toy: bool, lock: str | None = None) -
 # --- the driver ------------------------------------------------------------------------
 
 
-def _tail(path: str, lines: int = 12) -> str:
-  try:
-    with open(path, errors="replace") as f:
-      return "".join(f.readlines()[-lines:]).strip()
-  except OSError:
-    return ""
-
-
 def run(record, *, toy: bool, work: str, deadline: float, experiments: Sequence[str],
         norms: Sequence[str], workers: int) -> None:
   """Measures every (experiment, norm) of :func:`items` in worker processes, up to
@@ -207,7 +199,7 @@ def run(record, *, toy: bool, work: str, deadline: float, experiments: Sequence[
         record.add(records_lib.read_json(result))
       else:
         record.add({"experiment": experiment, "norm": norm,
-                    "error": f"exit code {process.returncode}: {_tail(log)}",
+                    "error": f"exit code {process.returncode}: {records_lib.log_tail(log)}",
                     "seconds": time.monotonic() - started})
     if time.monotonic() >= deadline:
       for process, (experiment, norm, _, log, started) in running.items():
@@ -215,7 +207,7 @@ def run(record, *, toy: bool, work: str, deadline: float, experiments: Sequence[
         process.wait()
         record.add({"experiment": experiment, "norm": norm,
                     "error": f"stopped at the phase's time limit after "
-                             f"{time.monotonic() - started:.0f} s: {_tail(log, 3)}"})
+                             f"{time.monotonic() - started:.0f} s: {records_lib.log_tail(log, 3)}"})
       running.clear()
       for experiment, norm in queue:
         record.add({"experiment": experiment, "norm": norm,
