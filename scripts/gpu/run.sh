@@ -53,7 +53,7 @@ started=$SECONDS
 
 # Time limits per phase, in seconds (docs/gpu.md, section 6, says why they fit).
 if [ "$rehearse" = 1 ]; then
-  declare -A limit=([device]=20 [experiments]=70 [rnn]=30 [fig6]=55)
+  declare -A limit=([device]=20 [experiments]=60 [rnn]=30 [fig6]=75)
   toy=(--toy); workers=1; fig6_parallel=()
 else
   declare -A limit=([device]=45 [experiments]=190 [rnn]=100 [fig6]=125)
