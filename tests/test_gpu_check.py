@@ -242,5 +242,7 @@ def test_run_sh_rehearses_every_phase(tmp_path):
   experiments = records.read_json(records.phase_path(str(out), "experiments"))["items"]
   assert {(i["experiment"], i["norm"]) for i in experiments if "error" not in i} >= {
       ("perm_mnist", "none"), ("perm_mnist", "ln")}
-  assert done.stdout.rstrip().splitlines()[-1].startswith("|")  # The tables come last.
+  tables = done.stdout.split("== run.sh took")[1]  # The tables come last.
+  assert f"### GPU check records in {out} (rehearsal: toy sizes)" in tables
+  assert "#### Train steps at the configs' sizes" in tables and "Claims:" in tables
   assert json.loads((out / "device.json").read_text())["toy"]
