@@ -47,6 +47,9 @@ COMMANDS = {
     "flops": ("lnorm.commands.flops",
               "A config's train step in matmul FLOPs, timed, and its share of the "
               "matmul rate."),
+    "gpu-report": ("lnorm.commands.gpu_report",
+                   "docs/gpu.md's measured tables from the GPU check's records "
+                   "(scripts/gpu/run.sh)."),
 }
 
 

@@ -71,7 +71,7 @@ def test_docs_gpu_gives_a_time_per_run_labelled_as_estimate_or_measurement(exper
 
 def test_docs_gpu_gives_lnorm_check_figures_for_all_eight_experiments():
   from lnorm.training.task import EXPERIMENTS  # pylint: disable=g-import-not-at-top
-  section = read("docs/gpu.md").split("## 5.")[1]
+  section = read("docs/gpu.md").split("## 5.")[1].split("## 6.")[0]
   rows = [l for l in section.splitlines() if l.startswith("| ") and "---" not in l][1:]
   assert sorted(r.split("|")[1].split()[0] for r in rows) == sorted(EXPERIMENTS)
   assert "lnorm check --config" in section and "16 / 40 / 80 GB" in section

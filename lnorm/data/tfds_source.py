@@ -3,11 +3,13 @@
 ``tfds.data_source`` reads the builder's ArrayRecord files by random access and
 decodes with NumPy, so it works without TensorFlow once a dataset is prepared.
 Preparing (downloading and writing the records) may still need TensorFlow for some
-builders; the error then says so.
+builders; the error then says so. tensorflow-datasets itself is optional: without it
+the 'auto' source passes TFDS over, and asking for the 'tfds' source says to install it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from typing import Callable, Sequence
@@ -32,6 +34,9 @@ def is_prepared(name: str, data_dir: str | None) -> bool:
   if folder is not None and not os.path.isdir(folder):
     _log.info("TFDS '%s' is not prepared: no %s folder", name, folder)
     return False
+  if not installed():
+    _log.info("TFDS '%s' is passed over: tensorflow-datasets is not installed", name)
+    return False
   import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   absl = logging.getLogger("absl")
   level = absl.level
@@ -46,6 +51,21 @@ def is_prepared(name: str, data_dir: str | None) -> bool:
   if not prepared:
     _log.info("TFDS '%s' is not prepared: %s holds no complete copy", name, folder)
   return prepared
+
+
+def installed() -> bool:
+  """Whether tensorflow-datasets can be imported: it is optional, and only the TFDS
+  source needs it."""
+  try:
+    return importlib.util.find_spec("tensorflow_datasets") is not None
+  except (ImportError, ValueError):  # ValueError: a module entry without a spec.
+    return False
+
+
+#: What to do without tensorflow-datasets.
+NOT_INSTALLED_FIX = ("`pip install tensorflow-datasets` for the TFDS source, or use "
+                     "--config.data.source=files with the dataset's files in your data "
+                     "directory.")
 
 
 def _default_dir() -> str:
@@ -74,11 +94,18 @@ def read_splits(name: str, splits: Sequence[str], data_dir: str | None, download
   Raises DatasetNotFoundError when ``download`` is off and the builder is not
   prepared, and DataError when TFDS fails otherwise.
   """
-  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   if not download and not is_prepared(name, data_dir):
+    why = "not prepared" if installed() else "tensorflow-datasets is not installed"
     raise core.DatasetNotFoundError(
-        dataset, [f"TFDS '{name}' in {data_dir or _default_dir()}: not prepared"],
-        "Pass --config.data.source=tfds to let TFDS download and prepare it.")
+        dataset, [f"TFDS '{name}' in {data_dir or _default_dir()}: {why}"],
+        "Pass --config.data.source=tfds to let TFDS download and prepare it."
+        if installed() else NOT_INSTALLED_FIX)
+  try:
+    import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise core.DataError(f"The TFDS source of {dataset} is asked for, but "
+                         f"tensorflow-datasets is not installed ({e}): "
+                         f"{NOT_INSTALLED_FIX}") from e
   out = {}
   for split in splits:
     try:

@@ -38,8 +38,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lnorm.rnn import cudnn
 from lnorm.rnn.fused import LSTMRecurrenceParams, lstm_recurrence
 from lnorm.rnn.fused_gru import GRURecurrenceParams, gru_recurrence
+from lnorm.rnn.norms import StepIdentity
 
 ModuleFactory = Callable[..., nn.Module]
 Initializer = Callable[..., jax.Array]
@@ -144,6 +146,9 @@ class LSTMCell(nn.RNNCellBase):
   carry_init: Initializer = nn.initializers.zeros
   dropout: float = 0.0  # Keras's dropout: on x, in training (see the module doc).
   recurrent_dropout: float = 0.0  # Keras's recurrent_dropout: on h before W_h.
+  #: How RecurrentLayer runs the recurrence: 'auto' (cuDNN on a GPU where it can run
+  #: the cell, lnorm's scan elsewhere), 'scan' or 'cudnn' (lnorm.rnn.cudnn).
+  impl: str = "auto"
 
   def setup(self):
     _check_rates(self)
@@ -223,6 +228,28 @@ class LSTMCell(nn.RNNCellBase):
         self.hidden_norm.row_norm(4 * h), self.cell_norm.row_norm(h))
     return lstm_recurrence(params, gates_x, carry, step_mask=mask,
                            recurrent_mask=dropout.state, unroll=unroll)
+
+  @property
+  def uses_cudnn(self) -> bool:
+    """Whether ``RecurrentLayer`` runs this cell through cuDNN (``cudnn_scan``): its
+    ``impl`` resolved for this process's backend (:func:`lnorm.rnn.cudnn.resolve`).
+    A cell made unfusable (``lnorm.training.throughput.scanned_recurrences``) scans."""
+    resolved = _lstm_impl(self.norms, self.impl, self.recurrent_dropout)
+    return resolved == "cudnn" and self.fusable
+
+  def cudnn_scan(self, carry, x, *, train: bool = False, lengths=None,
+                 dropout: DropoutMasks = DropoutMasks(None, None)):
+    """The whole recurrence through cuDNN (:func:`lnorm.rnn.cudnn.lstm_layer`), with
+    this cell's parameters: the values and gradients of ``fused_scan``.
+
+    ``x [T, B, I]`` is time-major, ``lengths [B]`` the sequences' true lengths (None:
+    all T), ``dropout`` the sequence's masks (the input's only: a cell that drops its
+    state does not run here). Returns ``(final carry, hs [T, B, H])``.
+    """
+    x = _apply_mask(x, _over_time(dropout.inputs), self.dropout, train, "its inputs")
+    weights = cudnn.pack_weights(self.input_proj.kernel_matrix(),
+                                 self.hidden_proj.kernel_matrix(), self.bias)
+    return cudnn.lstm_layer(weights, x, carry, lengths)
 
   @nn.nowrap
   def initialize_carry(self, rng, input_shape):
@@ -310,6 +337,8 @@ class GRUCell(nn.RNNCellBase):
   #: The CellNorms fields whose normalizers the fused recurrence must run itself (the
   #: input normalizers run in ``project``, outside it).
   fused_norms = ("hidden_norm",)
+  #: cuDNN runs the LSTM only (lnorm.rnn.cudnn).
+  uses_cudnn = False
 
   @property
   def fusable(self) -> bool:
@@ -374,11 +403,25 @@ def _refuse_unfusable(cell) -> None:
         "(RecurrentLayer does so by itself for such a cell).")
 
 
+def _lstm_impl(norms: CellNorms, impl: str, recurrent_dropout: float) -> str:
+  """'cudnn' or 'scan': how an LSTM cell with these options runs here."""
+  normalized = [field for field in LSTMCell.fused_norms
+                if _module_class(getattr(norms, field)) is not StepIdentity]
+  return cudnn.resolve(impl, norms.name, normalized, recurrent_dropout)
+
+
 def recurrence_path(cell_factory: CellFactory) -> str:
-  """'fused' or 'step-by-step': how :class:`lnorm.rnn.RecurrentLayer` (with its
-  default ``fused=True``) runs the cells ``cell_factory`` builds."""
+  """'cudnn', 'fused' or 'step-by-step': how :class:`lnorm.rnn.RecurrentLayer` (with
+  its default ``fused=True``) runs the cells ``cell_factory`` builds, in this process
+  (cuDNN is chosen by the backend, :mod:`lnorm.rnn.cudnn`)."""
   cell_cls = _module_class(cell_factory)
-  norms = cell_factory.keywords["norms"]
+  options = cell_factory.keywords
+  norms = options["norms"]
+  # First, so that impl='cudnn' for a cell cuDNN cannot run is refused, not ignored.
+  if cell_cls is LSTMCell and _lstm_impl(
+      norms, options.get("impl", LSTMCell.impl),
+      options.get("recurrent_dropout", LSTMCell.recurrent_dropout)) == "cudnn":
+    return "cudnn"
   return "fused" if _fusable(cell_cls, norms) else "step-by-step"
 
 

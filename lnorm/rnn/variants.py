@@ -26,9 +26,11 @@ from typing import Any, Callable
 
 import flax.linen as nn
 
+from lnorm.errors import ConfigError
 from lnorm.models.initializers import recurrent_initializer
 from lnorm.normalization import (
     Dense, ImportedNorm, WeightNormDense, is_import_path, load_user_norm)
+from lnorm.rnn import cudnn
 from lnorm.rnn.cells import (
     CellNorms, CellFactory, GRUCell, LSTMCell, bind_norms, recurrence_path)
 from lnorm.rnn.norms import (
@@ -157,17 +159,32 @@ def make_lstm_cell(variant: str = "none", **options) -> CellFactory:
 
   ``options``: any of DEFAULT_OPTIONS, plus the LSTMCell fields ``forget_bias``,
   ``kernel_init``, ``recurrent_kernel_init``, ``carry_init``, ``dropout`` and
-  ``recurrent_dropout`` (Keras's per-sequence masks on x and h, in training).
+  ``recurrent_dropout`` (Keras's per-sequence masks on x and h, in training), and
+  ``impl`` ('auto', 'scan' or 'cudnn': :mod:`lnorm.rnn.cudnn`).
   """
   norm_opts, cell_opts = _split(options)
   _check_fields(LSTMCell, cell_opts, "LSTM")
-  return bind_norms(LSTMCell, _norms("LSTM", LSTM_VARIANTS, variant, norm_opts),
-                    **cell_opts)
+  factory = bind_norms(LSTMCell, _norms("LSTM", LSTM_VARIANTS, variant, norm_opts),
+                       **cell_opts)
+  cudnn.check_impl(cell_opts.get("impl", LSTMCell.impl))
+  if cell_opts.get("impl") == "cudnn":
+    recurrence_path(factory)  # Refuses, in one line, an LSTM cuDNN cannot run here.
+  return factory
 
 
 def make_gru_cell(variant: str = "none", **options) -> CellFactory:
-  """``factory(hidden_size, name=...) -> GRUCell`` for one of GRU_VARIANTS."""
+  """``factory(hidden_size, name=...) -> GRUCell`` for one of GRU_VARIANTS.
+
+  ``impl`` (the config's ``lstm_impl``, which ``cell_options`` passes to either cell)
+  may be 'auto' or 'scan': the GRU always runs lnorm's own recurrence.
+  """
   norm_opts, cell_opts = _split(options)
+  impl = cell_opts.pop("impl", "auto")
+  cudnn.check_impl(impl)
+  if impl == "cudnn":
+    raise ConfigError("lstm_impl='cudnn': cuDNN runs the plain LSTM only (jax.experimental"
+                      ".rnn), and this model's cells are GRUs. Use --config.lstm_impl=auto "
+                      "or scan.")
   _check_fields(GRUCell, cell_opts, "GRU")
   return bind_norms(GRUCell, _norms("GRU", GRU_VARIANTS, variant, norm_opts),
                     **cell_opts)
@@ -189,7 +206,8 @@ def cell_options(config) -> dict[str, Any]:
   """The cell options an experiment's config sets for every recurrent variant: the
   normalizers' options (``norm_options.ln``, ``.rms``, ``.prms``, ``.dyt``,
   ``.scalenorm``, ``.ln_simple``) and how the recurrent matrix starts
-  (``recurrent_init``, one of ``lnorm.models.initializers.RECURRENT_INITS``). Pass them to
+  (``recurrent_init``, one of ``lnorm.models.initializers.RECURRENT_INITS``) and how an
+  LSTM runs (``lstm_impl``, :mod:`lnorm.rnn.cudnn`). Pass them to
   ``make_lstm_cell``/``make_gru_cell`` beside the experiment's own options. A block
   or field the config lacks (a run saved before it existed) keeps its default."""
   options = {}
@@ -199,6 +217,8 @@ def cell_options(config) -> dict[str, Any]:
       options[key] = value
   if config.get("recurrent_init") is not None:
     options["recurrent_kernel_init"] = recurrent_initializer(config.recurrent_init)
+  if config.get("lstm_impl") is not None:
+    options["impl"] = config.lstm_impl
   return options
 
 

@@ -575,11 +575,11 @@ def between_markers(text: str) -> str | None:
 def log_verdicts(result: Report) -> None:
   """The verdict table as a wandb run of its own, job type "report", in the group
   "benchmark", beside the experiments' groups of member runs."""
-  import wandb  # pylint: disable=g-import-not-at-top
-  from lnorm.training.metrics_writer import wandb_mode  # pylint: disable=g-import-not-at-top
-  mode, _ = wandb_mode("auto")
-  if mode == "disabled":
+  from lnorm.training import metrics_writer  # pylint: disable=g-import-not-at-top
+  mode, why = metrics_writer.wandb_mode("auto")
+  if mode == "disabled":  # Also where wandb is not installed (and not asked for).
     return
+  wandb = metrics_writer.import_wandb(mode, why)
   run = wandb.init(project="lnorm", group="benchmark", job_type="report", mode=mode,
                    name=f"benchmark-{result.scale}", config={"scale": result.scale},
                    dir=os.path.join(DEFAULT_WORKDIR, result.scale))

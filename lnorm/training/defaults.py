@@ -23,7 +23,7 @@ RESUMABLE_FIELDS = (
     "num_epochs", "max_steps", "wandb.", "checkpoint_every_secs", "log_every_steps",
     "progress_bar", "steps_per_call", "eval_batch_size", "eval_every_steps",
     "eval_every_splits", "final_eval_splits", "scale", "eval_points_per_decade",
-    "progress_every_secs", "data.data_dir",
+    "progress_every_secs", "data.data_dir", "lstm_impl",
 )
 
 
@@ -77,6 +77,13 @@ def base_config() -> ml_collections.ConfigDict:
   c.progress_bar = True
   c.progress_every_secs = 30.0
   c.matmul_precision = "default"  # 'highest' to disable TF32/bf16 passes on GPU/TPU.
+  # How recurrent layers run an LSTM (lnorm.rnn.cudnn): 'auto' runs the plain LSTM (no
+  # normalizer in the recurrence, no recurrent dropout) through cuDNN on a GPU and
+  # lnorm's own scan elsewhere; 'scan' always lnorm's; 'cudnn' always cuDNN, an error
+  # where it cannot run. The same parameters give the same outputs either way (up to
+  # float rounding), so a run may resume under another choice. config.json's
+  # "recurrence" says which ran.
+  c.lstm_impl = "auto"
 
   # How a task's per-example losses become the training loss (Task.reduce_loss): their
   # "mean" over the batch, or their "sum" (the LN-paper authors' Theano code for

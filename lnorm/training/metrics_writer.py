@@ -7,6 +7,8 @@ continues the same wandb run.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import logging
 import math
@@ -17,6 +19,7 @@ from typing import Any, Mapping
 import jax
 import numpy as np
 
+from lnorm.errors import ConfigError
 from lnorm.training.run_files import METRICS_FILE, read_jsonl
 
 
@@ -33,13 +36,21 @@ def _plain(value: Any) -> Any:
   return value
 
 
+def wandb_installed() -> bool:
+  """Whether the wandb package can be imported (it is optional: lnorm runs without it)."""
+  try:
+    return importlib.util.find_spec("wandb") is not None
+  except (ImportError, ValueError):  # ValueError: a module entry without a spec.
+    return False
+
+
 def wandb_mode(configured: str) -> tuple[str, str]:
   """The wandb mode to run in, and why (for the log).
 
   An explicit ``wandb.mode`` wins over ``$WANDB_MODE``: a config override is the more
   deliberate, more local choice, and wandb itself ranks ``wandb.init``'s arguments above
-  its environment. 'auto' defers to ``$WANDB_MODE``, else is online with credentials
-  and offline without.
+  its environment. 'auto' defers to ``$WANDB_MODE``, else is disabled when wandb is not
+  installed, online with credentials and offline without.
   """
   env = os.environ.get("WANDB_MODE")
   if configured != "auto":
@@ -49,6 +60,9 @@ def wandb_mode(configured: str) -> tuple[str, str]:
     return configured, why
   if env:
     return env, f"WANDB_MODE={env} in the environment, as wandb.mode is auto"
+  if not wandb_installed():
+    return "disabled", ("wandb.mode is auto and wandb is not installed (`pip install "
+                        "wandb` to log there)")
   has_key = bool(os.environ.get("WANDB_API_KEY"))
   netrc = os.path.expanduser("~/.netrc")
   if not has_key and os.path.exists(netrc):
@@ -57,6 +71,19 @@ def wandb_mode(configured: str) -> tuple[str, str]:
   if has_key:
     return "online", "wandb.mode is auto and an API key was found"
   return "offline", "wandb.mode is auto and no API key was found; upload with `wandb sync`"
+
+
+def import_wandb(mode: str, why: str):
+  """The wandb module, for logging in ``mode`` (asked for as ``why`` says); a one-line
+  error naming the fix when it is not installed."""
+  try:
+    # Imported only when used: slow to import, and optional.
+    return importlib.import_module("wandb")
+  except ImportError as e:
+    raise ConfigError(
+        f"wandb logging in mode {mode} is asked for ({why}), but wandb is not installed "
+        f"({e}): `pip install wandb`, or turn it off with --config.wandb.mode=disabled "
+        "(or WANDB_MODE=disabled).") from e
 
 
 def stable_run_id(workdir: str) -> str:
@@ -85,7 +112,7 @@ class MetricWriter:
     mode, why = wandb_mode(wandb_config.mode)
     logging.info("wandb: %s (%s).", mode, why)
     if mode != "disabled":
-      import wandb  # pylint: disable=g-import-not-at-top  (slow import, only when used)
+      wandb = import_wandb(mode, why)
       self._run = wandb.init(
           project=wandb_config.project, entity=wandb_config.get("entity") or None,
           group=wandb_config.get("group") or None, name=wandb_config.get("name") or None,
@@ -113,7 +140,7 @@ class MetricWriter:
   def write_images(self, step: int, images: Mapping[str, str]) -> None:
     """Logs PNG files already written to the workdir (``name -> path``) to wandb."""
     if self._run is not None:
-      import wandb  # pylint: disable=g-import-not-at-top
+      wandb = importlib.import_module("wandb")  # Imported when the run started.
       self._run.log({k: wandb.Image(p) for k, p in images.items()}, step=int(step))
 
   def summary(self, values: Mapping[str, Any]) -> None:

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Prepares the GPU check for a machine without network (docs/gpu.md, section 6).
+#
+#   scripts/gpu/prepare.sh            # here, with network: fills gpu_prepared/
+#   scripts/gpu/run.sh --rehearse     # then rehearse it here, on the CPU
+#   scripts/gpu/run.sh                # on the GPU machine (carry gpu_prepared/ there)
+#
+# gpu_prepared/ (git-ignored, at most 40 MiB, so that the tree and it travel together)
+# holds what a GPU image with JAX, flax, optax, orbax-checkpoint, PyTorch, numpy, scipy,
+# scikit-learn, matplotlib and tqdm lacks:
+#   wheels/     pure-Python wheels for Python 3.12: ml-collections (lnorm's configs),
+#               and setuptools and wheel, which build lnorm from the tree offline;
+#   data/mnist/ MNIST's four files (the two MNIST experiments and Figure 6), copied from
+#               $LNORM_DATA_DIR where it holds them, else downloaded;
+#   MANIFEST    every file with its size and sha256.
+# The other experiments' steps are timed on synthetic data at the configs' sizes, so
+# no other dataset travels.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+prep="${GPU_PREPARED:-$repo/gpu_prepared}"
+limit_mib=40
+# Pinned: what the rehearsal installs is what the device installs.
+wheels=(ml-collections==1.1.0 setuptools==84.2.1 wheel==0.45.1)
+mnist_files=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz
+             t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
+mnist_mirror="${MNIST_MIRROR:-https://storage.googleapis.com/cvdf-datasets/mnist}"
+
+mkdir -p "$prep/wheels" "$prep/data/mnist"
+
+echo "== wheels (pure Python, for Python 3.12) into $prep/wheels"
+python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform any -d "$prep/wheels" "${wheels[@]}"
+
+echo "== MNIST into $prep/data/mnist"
+for name in "${mnist_files[@]}"; do
+  dest="$prep/data/mnist/$name"
+  [ -s "$dest" ] && continue
+  found=""
+  for dir in "${LNORM_DATA_DIR:-}/mnist" "${LNORM_DATA_DIR:-}"; do
+    if [ -n "${LNORM_DATA_DIR:-}" ] && [ -s "$dir/$name" ]; then found="$dir/$name"; break; fi
+  done
+  if [ -n "$found" ]; then
+    cp "$found" "$dest"
+  else
+    echo "   downloading $name from $mnist_mirror"
+    curl -fsSL --retry 3 -o "$dest.part" "$mnist_mirror/$name" && mv "$dest.part" "$dest"
+  fi
+done
+# The files must be MNIST's: IDX magic numbers and counts, whatever the mirror.
+python3 - "$prep/data/mnist" <<'EOF'
+import gzip, os, struct, sys
+expected = {"train-images-idx3-ubyte.gz": (2051, 60000), "train-labels-idx1-ubyte.gz": (2049, 60000),
+            "t10k-images-idx3-ubyte.gz": (2051, 10000), "t10k-labels-idx1-ubyte.gz": (2049, 10000)}
+for name, (magic, count) in expected.items():
+  with gzip.open(os.path.join(sys.argv[1], name)) as f:
+    header = struct.unpack(">II", f.read(8))
+  if header != (magic, count):
+    sys.exit(f"prepare.sh: {name} is not MNIST's (IDX header {header}, expected {(magic, count)}); "
+             "delete it and rerun, or set MNIST_MIRROR.")
+EOF
+
+echo "== MANIFEST"
+(cd "$prep" && find wheels data -type f | sort | while read -r f; do
+   printf '%s %s %s\n' "$(sha256sum "$f" | cut -c1-64)" "$(stat -c %s "$f")" "$f"
+ done) > "$prep/MANIFEST"
+cat "$prep/MANIFEST"
+total=$(du -sb "$prep" | cut -f1)
+echo "gpu_prepared: $((total / 1024)) KiB in all (limit ${limit_mib} MiB)"
+if [ "$total" -gt $((limit_mib * 1024 * 1024)) ]; then
+  echo "prepare.sh: $prep holds more than ${limit_mib} MiB: it would not travel with the tree." >&2
+  exit 1
+fi

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# The GPU check (docs/gpu.md, section 6): how fast lnorm runs on this machine's
+# accelerator, in one call of at most 8 minutes on an H100, without network.
+#
+#   scripts/gpu/prepare.sh                    # first, where there is network
+#   scripts/gpu/run.sh                        # on the GPU machine
+#   scripts/gpu/run.sh --rehearse             # the same phases on this CPU, toy sizes
+#   scripts/gpu/run.sh --phases rnn,fig6      # some phases only (a second try)
+#   python -m lnorm.gpucheck collect gpu_out  # then file the records under results/gpu/
+#
+# It installs lnorm from this tree and ml-collections from gpu_prepared/wheels into a
+# folder of its own (pip --no-index --no-deps --target: the machine's Python, its JAX
+# included, is left as it is), prints the versions, then runs the phases, each in its
+# own process under its own time limit (a phase that fails or runs out of time leaves
+# its finished items and the other phases' records), writing one JSON record per
+# phase and run.log into $OUT (else gpu_out/), and the short table last.
+#
+# --rehearse builds a fresh virtual environment offline from gpu_prepared/ on top of a
+# copy of the image this machine's Python stands for ($REHEARSAL_PYTHON, default
+# python3: the one with JAX), without wandb, tensorflow-datasets, mlxtend, nltk,
+# ml-collections or lnorm, as on the GPU image, and runs every phase at toy sizes.
+set -uo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+prep="${GPU_PREPARED:-$repo/gpu_prepared}"
+out="${OUT:-$repo/gpu_out}"
+rehearse=0
+phases="device,experiments,rnn,fig6"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rehearse) rehearse=1 ;;
+    --phases) phases="$2"; shift ;;
+    --out) out="$2"; shift ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if [ ! -f "$prep/MANIFEST" ]; then
+  echo "run.sh: $prep is missing or incomplete: run scripts/gpu/prepare.sh first, where" \
+       "there is network, and carry gpu_prepared/ with the tree." >&2
+  exit 2
+fi
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+work="$(mktemp -d "${TMPDIR:-/tmp}/lnorm-gpucheck.XXXXXX")"
+# The scratch folder (venv, install, logs, runs, data cache) goes at the end, unless
+# KEEP_WORK=1 (a failed item's log tail is in its phase's record either way).
+[ "${KEEP_WORK:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
+exec > >(tee -a "$out/run.log") 2>&1
+started=$SECONDS
+
+# Time limits per phase, in seconds (docs/gpu.md, section 6, says why they fit).
+if [ "$rehearse" = 1 ]; then
+  declare -A limit=([device]=20 [experiments]=60 [rnn]=30 [fig6]=75)
+  toy=(--toy); workers=1; fig6_parallel=()
+else
+  declare -A limit=([device]=45 [experiments]=190 [rnn]=100 [fig6]=125)
+  toy=(); workers=4; fig6_parallel=(--parallel)
+fi
+
+# --- the Python, and lnorm in it ----------------------------------------------------------
+
+# A copy of the image's site-packages without what the GPU image lacks: symbolic links
+# to every entry but those, so that nothing of the rehearsal's own environment leaks in.
+rehearsal_python() {
+  local image_python="${REHEARSAL_PYTHON:-python3}" venv="$work/venv" site image
+  site="$("$image_python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  image="$work/image-site"
+  mkdir -p "$image"
+  for entry in "$site"/*; do
+    case "$(basename "$entry" | tr '[:upper:]' '[:lower:]')" in
+      wandb*|tensorflow*|mlxtend*|nltk*|ml_collections*|lnorm*|__editable__*|pip|pip-*|\
+      setuptools*|_distutils_hack|distutils-precedence.pth|*.pth) ;;
+      *) ln -s "$entry" "$image/" ;;
+    esac
+  done
+  "$image_python" -m venv "$venv" >&2 || return 1
+  local venv_site
+  venv_site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  echo "$image" > "$venv_site/gpu-image.pth"
+  echo "$venv/bin/python"
+}
+
+if [ "$rehearse" = 1 ]; then
+  echo "== rehearsal: a fresh virtual environment in $work/venv, offline"
+  python="$(rehearsal_python)" || { echo "run.sh: could not build the venv" >&2; exit 1; }
+else
+  python="${PYTHON:-python3}"
+fi
+
+echo "== installing lnorm and the carried wheels into $work/site (offline)"
+# From a copy of the package's sources: a build in the tree would leave build/ there,
+# whose stale files a later build can pick up.
+mkdir -p "$work/src"
+cp -r "$repo/pyproject.toml" "$repo/README.md" "$repo/lnorm" "$repo/experiments" \
+    "$repo/configs" "$work/src/"
+unset PIP_FIND_LINKS PIP_INDEX_URL PIP_EXTRA_INDEX_URL  # The carried wheels alone.
+"$python" -m pip install --quiet --no-index --no-deps --no-compile --find-links "$prep/wheels" \
+    --target "$work/site" "$prep"/wheels/ml_collections-*.whl "$work/src" \
+  || { echo "run.sh: the offline install failed" >&2; exit 1; }
+export PYTHONPATH="$work/site"
+# The records stay here: no wandb traffic; decoded data cached in the scratch folder.
+export WANDB_MODE=disabled LNORM_DATA_DIR="$prep/data" LNORM_CACHE_DIR="$work/cache"
+# Several workers share the device: each takes the memory it needs, not 75% of it.
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+cd "$work"  # lnorm is imported from the install, not from the tree.
+
+echo "== versions"
+"$python" - <<'EOF'
+import importlib.metadata as m, platform, sys
+import jax, lnorm
+names = ("jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda12-plugin", "flax", "optax",
+         "orbax-checkpoint", "numpy", "ml-collections", "torch")
+def version(name):
+  try:
+    return m.version(name)
+  except m.PackageNotFoundError:
+    return "-"
+print(f"python {platform.python_version()} ({sys.executable}); lnorm from {lnorm.__file__}")
+print(", ".join(f"{n} {version(n)}" for n in names))
+print(f"JAX backend {jax.default_backend()}: {jax.devices()}")
+EOF
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
+    --format=csv,noheader
+
+# --- the phases ----------------------------------------------------------------------------
+
+run_phase() {
+  local phase="$1"; shift
+  local seconds="${limit[$phase]}" t0=$SECONDS code
+  echo "== phase $phase (limit ${seconds} s)"
+  timeout --kill-after=5 "$seconds" "$python" -m lnorm.gpucheck "$phase" --out "$out" \
+      --work "$work/$phase" --limit "$seconds" "${toy[@]}" "$@"
+  code=$?
+  if [ "$code" = 124 ] || [ "$code" = 137 ]; then
+    "$python" -m lnorm.gpucheck stopped "$phase" "$out" \
+        "stopped by run.sh at its limit of $seconds s"
+  fi
+  echo "== phase $phase: exit code $code after $((SECONDS - t0)) s"
+}
+
+for phase in ${phases//,/ }; do
+  case "$phase" in
+    device|rnn) run_phase "$phase" ;;
+    experiments) run_phase experiments --workers "$workers" ;;
+    fig6) run_phase fig6 "${fig6_parallel[@]}" ;;
+    *) echo "run.sh: unknown phase $phase (device, experiments, rnn, fig6)" >&2 ;;
+  esac
+done
+
+echo "== run.sh took $((SECONDS - started)) s; records in $out"
+"$python" -m lnorm.gpucheck summary "$out"

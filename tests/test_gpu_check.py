@@ -1,0 +1,248 @@
+"""The GPU check (scripts/gpu/, lnorm.gpucheck) rehearsed on a CPU: its phases at toy
+sizes, their records, the report docs/gpu.md is generated from, and the whole
+``run.sh --rehearse`` as a slow test. No timing is asserted: only that each figure is
+what its record says it is."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from lnorm import config as config_lib
+from lnorm.analysis import gpu_report
+from lnorm.errors import UserError
+from lnorm.gpucheck import __main__ as gpucheck
+from lnorm.gpucheck import fig6, records, steps
+from lnorm.training.task import EXPERIMENTS
+from tests.helpers import REPO
+from tests.test_data_parsers import idx_bytes
+
+
+@pytest.fixture(scope="module")
+def rehearsed(tmp_path_factory):
+  """The device and rnn phases at toy sizes, as run.sh runs them."""
+  out = str(tmp_path_factory.mktemp("gpu_out"))
+  assert gpucheck.main(["device", "--out", out, "--toy"]) == 0
+  rows = "lstm,lstm_cudnn,jax_cudnn_lstm,ln_lstm,ln_lstm_scanned,gru"
+  assert gpucheck.main(["rnn", "--out", out, "--toy", "--rows", rows]) == 0
+  return out
+
+
+def test_the_device_phase_measures_both_ceilings(rehearsed):
+  record = records.read_json(records.phase_path(rehearsed, "device"))
+  assert record["status"] == "done" and record["toy"] and record["machine"]["jax_backend"]
+  assert record["device"]["platform"] == "cpu" and record["device"]["slug"] == "cpu"
+  items = {i["name"]: i for i in record["items"]}
+  assert set(items) == {"matmul_float32_default", "matmul_float32_highest",
+                        "matmul_bfloat16", "copy"}
+  for name in ("matmul_float32_default", "matmul_float32_highest", "matmul_bfloat16"):
+    item = items[name]
+    assert item["tflops"] == pytest.approx(2 * 256 ** 3 / item["median_s"] / 1e12)
+    assert item["min_s"] <= item["median_s"] <= item["max_s"] and item["repeats"] == 3
+  assert items["matmul_bfloat16"]["dtype"] == "bfloat16"
+  assert items["matmul_float32_highest"]["precision"] == "highest"
+  copy = items["copy"]
+  assert copy["gb_per_s"] == pytest.approx(2 * 4 * 2 ** 20 / copy["median_s"] / 1e9)
+
+
+def test_the_rnn_phase_times_each_row_and_says_why_one_cannot_run(rehearsed):
+  record = records.read_json(records.phase_path(rehearsed, "rnn"))
+  items = {i["row"]: i for i in record["items"]}
+  assert list(items) == ["lstm", "lstm_cudnn", "jax_cudnn_lstm", "ln_lstm",
+                         "ln_lstm_scanned", "gru"]
+  for row in ("lstm", "ln_lstm", "ln_lstm_scanned", "gru"):
+    assert items[row]["median_s"] > 0 and items[row]["compile_s"] > 0, row
+    assert items[row]["batch"] == 3 and items[row]["steps"] == 7
+  assert items["lstm_cudnn"]["skipped"].startswith(
+      "lstm_impl='cudnn' cannot run this LSTM: cuDNN needs an NVIDIA GPU")
+  assert items["jax_cudnn_lstm"]["skipped"] == "cuDNN needs an NVIDIA GPU; JAX runs on cpu"
+  ratios = {r["name"]: r["value"] for r in gpu_report.rnn_ratios(record["items"])}
+  assert ratios == {
+      "ln_lstm / ln_lstm_scanned": items["ln_lstm"]["median_s"]
+                                   / items["ln_lstm_scanned"]["median_s"],
+      "ln_lstm / lstm": items["ln_lstm"]["median_s"] / items["lstm"]["median_s"]}
+
+
+def test_a_phase_record_is_valid_after_every_item_and_marks_a_stop(tmp_path):
+  record = records.PhaseRecord(str(tmp_path), "rnn", toy=True, settings={"a": 1})
+  record.add({"row": "x"})
+  on_disk = records.read_json(records.phase_path(str(tmp_path), "rnn"))
+  assert on_disk["status"] == "running" and on_disk["items"] == [{"row": "x"}]
+  assert records.mark_stopped(str(tmp_path), "rnn", "killed at 30 s")
+  on_disk = records.read_json(records.phase_path(str(tmp_path), "rnn"))
+  assert on_disk["status"] == "stopped" and on_disk["notes"] == ["killed at 30 s"]
+  assert not records.mark_stopped(str(tmp_path), "rnn", "again")  # Only a running one.
+  assert not records.mark_stopped(str(tmp_path), "fig6", "never ran")
+  with pytest.raises(ValueError, match="Unknown phase 'gpu'"):
+    records.PhaseRecord(str(tmp_path), "gpu", toy=True, settings={})
+
+
+def test_the_experiments_cover_every_experiment_first_two_norms_first():
+  assert sorted(steps.EXPERIMENTS) == sorted(EXPERIMENTS)
+  order = steps.items(["a", "b"], ["none", "ln", "rms"])
+  assert order == [("a", "none"), ("a", "ln"), ("b", "none"), ("b", "ln"), ("a", "rms"),
+                   ("b", "rms")]
+
+
+def test_the_driver_records_a_failed_worker_and_what_the_limit_left(tmp_path):
+  record = records.PhaseRecord(str(tmp_path), "experiments", toy=True, settings={})
+  # An experiment the worker does not know: it exits with argparse's code 2.
+  steps.run(record, toy=True, work=str(tmp_path / "work"),
+            deadline=time.monotonic() + 120, experiments=["no_such"], norms=["none"],
+            workers=1)
+  (item,) = record.data["items"]
+  assert item["experiment"] == "no_such" and item["error"].startswith("exit code 2:")
+  assert "invalid choice: 'no_such'" in item["error"]
+  record = records.PhaseRecord(str(tmp_path), "experiments", toy=True, settings={})
+  steps.run(record, toy=True, work=str(tmp_path / "work"), deadline=time.monotonic(),
+            experiments=["perm_mnist"], norms=["none", "ln"], workers=1)
+  assert [i["error"] for i in record.data["items"]] == [
+      "not run: the phase's time limit came first"] * 2
+
+
+def _mnist(folder, train: int) -> None:
+  rng = np.random.default_rng(0)
+  (folder / "mnist").mkdir()
+  for prefix, n in (("train", train), ("t10k", 10)):
+    images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+    (folder / "mnist" / f"{prefix}-images-idx3-ubyte").write_bytes(idx_bytes(images))
+    labels = rng.integers(0, 10, n, dtype=np.uint8)
+    (folder / "mnist" / f"{prefix}-labels-idx1-ubyte").write_bytes(idx_bytes(labels))
+
+
+def test_a_worker_times_the_train_call_lnorm_train_jits(tmp_path, monkeypatch):
+  # The smoke config keeps the paper's 5,000 validation images: 5,200 training images.
+  _mnist(tmp_path, 5200)
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path))
+  result = steps.measure("perm_mnist", "ln", toy=True)
+  assert (result["experiment"], result["norm"], result["data"]) == ("perm_mnist", "ln", "files")
+  k, b = result["steps_per_call"], result["batch_size"]
+  assert (k, b) == (2, 128) and result["shapes"]["image"] == [128, 28, 28]
+  calls = result["call"]["repeats"]
+  assert result["updates_timed"] == calls * k >= steps.MIN_UPDATES[True]
+  assert result["updates_run"] == (calls + steps.WARMUP_CALLS[True]) * k
+  assert result["step_s"] == result["call"]["median_s"] / k
+  assert result["examples_per_s"] == pytest.approx(b / result["step_s"])
+  assert result["tflops"] == pytest.approx(result["train_step_flops"] / result["step_s"] / 1e12)
+  # 784-32-32-10 at batch 128: 2 FLOPs a multiply-add, backward twice the forward.
+  assert result["train_step_flops"] == 3 * 2 * 128 * (784 * 32 + 32 * 32 + 32 * 10)
+  assert not result["cudnn_in_step"] and "recurrence" not in result  # An MLP.
+  assert result["compile_s"] > 0 and result["parameters"] > 0
+
+
+def test_fig6_runs_the_benchmark_at_figure_6s_batch_size(tmp_path):
+  argv = fig6.benchmark_argv(["none", "bn"], [0, 1], records="R", workdir="W", toy=False)
+  assert argv[1:] == ["-m", "lnorm", "benchmark", "--experiments", "perm_mnist", "--scale",
+                      "paper", "--norms", "none,bn", "--seeds", "0,1", "--records", "R",
+                      "--workdir", "W", "--no-wandb", "--config.batch_size=128",
+                      "--config.steps_per_call=2", "--config.norm_options.bn.unbiased=false",
+                      "--config.data.source=files"]
+  # The overrides set on the suite's batch-4 setting what the config's own argument
+  # batch_size=128 sets.
+  from lnorm.sweeps import benchmark_suite  # pylint: disable=g-import-not-at-top
+  (setting,) = [e.scales["paper"] for e in benchmark_suite.SUITE if e.name == "perm_mnist"]
+  config = config_lib.load_config(os.path.join(REPO, setting.config))
+  config_lib.apply_overrides(config, {**setting.overrides, **fig6.overrides(toy=True)})
+  paper = config_lib.load_config(os.path.join(REPO, "configs/perm_mnist.py:batch_size=128"))
+  for field in ("batch_size", "steps_per_call", "num_epochs"):
+    assert config[field] == paper[field], field
+  assert config.norm_options.bn.unbiased == paper.norm_options.bn.unbiased is False
+  assert config.max_steps == 6 and config.hidden_sizes == (16, 16)
+
+
+def _as_device_run(out: str, kind: str) -> None:
+  """The rehearsal's records made to look like a device's (not toy), for the report."""
+  for phase in ("device", "rnn"):
+    path = records.phase_path(out, phase)
+    data = records.read_json(path)
+    data["toy"] = False
+    if phase == "device":
+      data["device"].update(device_kind=kind, slug="test-gpu-9000")
+    records.write_json(path, data)
+
+
+def test_collect_files_a_devices_records_and_the_report_shows_them(rehearsed, tmp_path):
+  with pytest.raises(UserError, match="a rehearsal's \\(toy sizes\\)"):
+    records.collect(rehearsed, str(tmp_path / "gpu"))
+  out = str(tmp_path / "out")
+  shutil.copytree(rehearsed, out)
+  _as_device_run(out, "Test GPU 9000")
+  member = {"config.json": '{"config": {}}\n', "metrics.jsonl.gz": {"base64": "AAEC"}}
+  records.write_json(records.phase_path(out, "fig6"), {
+      "phase": "fig6", "toy": False, "status": "done", "members": {"norm=ln,seed=0": member},
+      "overrides": {"batch_size": "128"}, "seeds_done": [0], "notes": [],
+      "report": "| headline |"})
+  dest = records.collect(out, str(tmp_path / "gpu"))
+  assert dest == str(tmp_path / "gpu" / "test-gpu-9000")
+  folder = os.path.join(dest, "fig6", "perm_mnist", "norm=ln,seed=0")
+  assert open(os.path.join(folder, "config.json")).read() == '{"config": {}}\n'
+  assert open(os.path.join(folder, "metrics.jsonl.gz"), "rb").read() == b"\x00\x01\x02"
+  text = gpu_report.markdown(str(tmp_path / "gpu"))
+  assert text.startswith("### Test GPU 9000 (`results/gpu/test-gpu-9000/`)")
+  assert "| float32 matmul, precision highest |" in text
+  assert "| toy (B 3, T 7, I 5, H 6) | lstm_cudnn | — | — | skipped: lstm_impl='cudnn'" in text
+  assert "| toy | ln_lstm / lstm |" in text
+  assert "Seeds run: 0 (overrides of the suite's paper setting: batch_size=128)" in text
+  assert "```text\n| headline |\n```" in text
+  assert "phases: device done, experiments missing, rnn done, fig6 done" in text
+
+
+def test_the_summary_names_a_rehearsal_and_an_empty_folder(rehearsed, tmp_path):
+  assert gpu_report.summary(rehearsed).startswith(
+      f"### GPU check records in {rehearsed} (rehearsal: toy sizes)")
+  assert gpu_report.summary(str(tmp_path)) == f"No records in {tmp_path}."
+
+
+def test_docs_gpu_shows_what_results_gpu_holds():
+  with open(os.path.join(REPO, "docs", "gpu.md")) as f:
+    page = f.read()
+  assert gpu_report.between_markers(page) == gpu_report.markdown()
+  if not gpu_report.device_folders():
+    assert "its tables there await the first GPU run" in page
+    assert "**estimates**" in page
+
+
+def test_the_report_refuses_a_page_without_markers():
+  with pytest.raises(ValueError, match="no gpu-report markers"):
+    gpu_report.replace_between_markers("# A page\n", "tables\n")
+
+
+@pytest.mark.slow
+def test_run_sh_rehearses_every_phase(tmp_path):
+  """The whole rehearsal: a fresh venv built offline, the install, the four phases."""
+  prepared = os.path.join(REPO, "gpu_prepared")
+  env = dict(os.environ)
+  if not os.path.exists(os.path.join(prepared, "MANIFEST")):
+    prepared = str(tmp_path / "prepared")
+    env["GPU_PREPARED"] = prepared
+    subprocess.run([os.path.join(REPO, "scripts", "gpu", "prepare.sh")], env=env, check=True,
+                   capture_output=True, timeout=600)
+  out = tmp_path / "out"
+  done = subprocess.run([os.path.join(REPO, "scripts", "gpu", "run.sh"), "--rehearse",
+                         "--out", str(out)], env=env, capture_output=True, text=True,
+                        timeout=900)
+  assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+  assert "lnorm from " in done.stdout and "/site/lnorm/__init__.py" in done.stdout
+  statuses = {p: records.read_json(records.phase_path(str(out), p))["status"]
+              for p in records.PHASES}
+  assert statuses["device"] == statuses["rnn"] == "done", statuses
+  assert statuses["experiments"] in ("done", "stopped") and statuses["fig6"] == "done"
+  fig6_record = records.read_json(records.phase_path(str(out), "fig6"))
+  seeds = fig6_record["seeds_done"]
+  assert seeds == list(range(len(seeds))) and seeds  # Whole seeds, from the first.
+  assert sorted(fig6_record["members"]) == sorted(
+      f"norm={norm},seed={seed}" for norm in fig6.NORMS for seed in seeds)
+  assert "Claims:" in fig6_record["report"]
+  experiments = records.read_json(records.phase_path(str(out), "experiments"))["items"]
+  assert {(i["experiment"], i["norm"]) for i in experiments if "error" not in i} >= {
+      ("perm_mnist", "none"), ("perm_mnist", "ln")}
+  tables = done.stdout.split("== run.sh took")[1]  # The tables come last.
+  assert f"### GPU check records in {out} (rehearsal: toy sizes)" in tables
+  assert "#### Train steps at the configs' sizes" in tables and "Claims:" in tables
+  assert json.loads((out / "device.json").read_text())["toy"]
