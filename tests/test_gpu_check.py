@@ -139,16 +139,19 @@ def test_a_worker_times_the_train_call_lnorm_train_jits(tmp_path, monkeypatch):
 def test_fig6_runs_the_benchmark_at_figure_6s_batch_size(tmp_path):
   argv = fig6.benchmark_argv(["none", "bn"], [0, 1], records="R", workdir="W", toy=False)
   assert argv[1:] == ["-m", "lnorm", "benchmark", "--experiments", "perm_mnist", "--scale",
-                      "paper", "--norms", "none,bn", "--seeds", "0,1", "--records", "R",
-                      "--workdir", "W", "--no-wandb", "--config.batch_size=128",
-                      "--config.steps_per_call=2", "--config.norm_options.bn.unbiased=false",
+                      "paper", "--norms", "none,bn", "--seeds", "0,1", "--variants",
+                      "batch_size=128", "--records", "R", "--workdir", "W", "--no-wandb",
                       "--config.data.source=files"]
-  # The overrides set on the suite's batch-4 setting what the config's own argument
-  # batch_size=128 sets.
+  # The suite's batch-128 variant sets what the config's own argument batch_size=128
+  # sets.
   from lnorm.sweeps import benchmark_suite  # pylint: disable=g-import-not-at-top
-  (setting,) = [e.scales["paper"] for e in benchmark_suite.SUITE if e.name == "perm_mnist"]
+  (experiment,) = [e for e in benchmark_suite.SUITE if e.name == "perm_mnist"]
+  (member,) = benchmark_suite.members([experiment], "paper", ["ln"], [0],
+                                      benchmark_suite.parse_variants(fig6.VARIANT))
+  setting = experiment.scales["paper"]
   config = config_lib.load_config(os.path.join(REPO, setting.config))
-  config_lib.apply_overrides(config, {**setting.overrides, **fig6.overrides(toy=True)})
+  config_lib.apply_overrides(config, {**setting.overrides, **member.variant,
+                                      **fig6.overrides(toy=True)})
   paper = config_lib.load_config(os.path.join(REPO, "configs/perm_mnist.py:batch_size=128"))
   for field in ("batch_size", "steps_per_call", "num_epochs"):
     assert config[field] == paper[field], field
@@ -176,7 +179,8 @@ def test_collect_files_a_devices_records_and_the_report_shows_them(rehearsed, tm
   member = {"config.json": '{"config": {}}\n', "metrics.jsonl.gz": {"base64": "AAEC"}}
   records.write_json(records.phase_path(out, "fig6"), {
       "phase": "fig6", "toy": False, "status": "done", "members": {"norm=ln,seed=0": member},
-      "overrides": {"batch_size": "128"}, "seeds_done": [0], "notes": [],
+      "variant": "batch_size=128", "overrides": {"data.source": "files"},
+      "seeds_done": [0], "notes": [],
       "report": "| headline |"})
   dest = records.collect(out, str(tmp_path / "gpu"))
   assert dest == str(tmp_path / "gpu" / "test-gpu-9000")
@@ -188,7 +192,8 @@ def test_collect_files_a_devices_records_and_the_report_shows_them(rehearsed, tm
   assert "| float32 matmul, precision highest |" in text
   assert "| toy (B 3, T 7, I 5, H 6) | lstm_cudnn | — | — | skipped: lstm_impl='cudnn'" in text
   assert "| toy | ln_lstm / lstm |" in text
-  assert "Seeds run: 0 (overrides of the suite's paper setting: batch_size=128)" in text
+  assert ("Seeds run: 0 (the suite's paper setting, variant batch_size=128; overrides: "
+          "data.source=files)") in text
   assert "```text\n| headline |\n```" in text
   assert "phases: device done, experiments missing, rnn done, fig6 done" in text
 

@@ -316,11 +316,11 @@ def test_an_experiment_runs_the_seeds_its_neediest_claim_plans_from_its_pilot(
   e = suite.BY_NAME["perm_mnist"]
   records = tmp_path / "results"
   assert bench.seeds_by_power(e, "cpu", str(records)) == [0, 1, 2, 3, 4]  # No records.
-  good = suite.member_hash(e, "cpu", {})
+  good = suite.member_hash(e, "cpu", e.scales["cpu"].variants[0])
   for s in (0, 1, 2, 3, 4, 9):  # Seed 9 is no part of the pilot.
     for norm in ("none", "ln", "bn"):
       write_run(records / "perm_mnist", norm, s, decay(200, s), experiment="perm_mnist",
-                benchmark_hash=good)
+                batch_size=4, benchmark_hash=good)
   seen = []
   monkeypatch.setattr(claims, "planned_seeds",
                       lambda ev, pilot: seen.append(ev.seeds) or {"perm_mnist_ln_vs_bn_b4": 7,
@@ -490,16 +490,18 @@ def test_a_members_hash_covers_its_setting_but_not_its_seed_or_normalizer():
 
 def test_records_made_under_another_rule_are_refused_by_name(tmp_path):
   e = suite.BY_NAME["perm_mnist"]
-  good = suite.member_hash(e, "cpu", {})
+  (b4,) = e.scales["cpu"].variants
+  good = suite.member_hash(e, "cpu", b4)
   records = tmp_path / "results"
   for s in range(3):
     for norm in ("none", "ln", "bn"):
       write_run(records / "perm_mnist", norm, s, decay(200 if norm == "none" else 100, s),
-                experiment="perm_mnist",
+                experiment="perm_mnist", batch_size=4,
                 benchmark_hash="0000000000000000" if (norm, s) == ("ln", 2) else good)
   (plan,) = bench.plans([e], "cpu", str(tmp_path / "w"), ["none", "ln", "bn"], [0, 1, 2])
   report = bench.build_report([plan], str(records), "cpu")
-  assert [r.verdict.verdict for r in report.verdicts] == [rule.REFUSED] * 2
+  # Batch 4's claims are refused; batch 128's (a GPU's) have no runs.
+  assert [r.verdict.verdict for r in report.verdicts] == [rule.REFUSED] * 2 + [rule.NOT_RUN] * 2
   assert "rerun norm=ln,seed=2" in report.verdicts[0].verdict.why
   assert report.refused == {"perm_mnist": ["norm=ln,seed=2"]}
   # Rows of the headline leave the refused record out.

@@ -154,8 +154,10 @@ def test_benchmark_figures_draw_each_experiment_with_records(three_seeds, tmp_pa
     path = os.path.join(records, "perm_mnist", run)
     with open(os.path.join(path, "config.json")) as f:
       record = json.load(f)
-    record["config"]["benchmark_hash"] = suite.member_hash(suite.BY_NAME["perm_mnist"],
-                                                           "cpu", {})
+    experiment = suite.BY_NAME["perm_mnist"]
+    record["config"]["benchmark_hash"] = suite.member_hash(
+        experiment, "cpu", experiment.scales["cpu"].variants[0])
+    record["config"]["batch_size"] = 4
     with open(os.path.join(path, "config.json"), "w") as f:
       json.dump(record, f)
     with open(os.path.join(path, "metrics.jsonl")) as f:

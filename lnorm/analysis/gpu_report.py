@@ -208,9 +208,10 @@ def fig6_section(records: dict[str, Any]) -> str:
   if not fig6:
     return ""
   overrides = ", ".join(f"{k}={v}" for k, v in fig6.get("overrides", {}).items())
+  variant = fig6.get("variant")
   lines = [f"Seeds run: {', '.join(map(str, fig6.get('seeds_done', []))) or 'none'} "
-           f"(overrides of the suite's paper setting: {overrides}); members: "
-           f"{len(fig6.get('members', {}))}."]
+           f"(the suite's paper setting{f', variant {variant}' if variant else ''}; "
+           f"overrides: {overrides or 'none'}); members: {len(fig6.get('members', {}))}."]
   lines += [f"Note: {n.splitlines()[0]}" for n in fig6.get("notes", [])]
   if fig6.get("report"):
     lines += ["", "```text", fig6["report"], "```"]

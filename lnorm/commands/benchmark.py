@@ -28,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--seeds", default=None, metavar="0,1,2",
                       help="Seeds instead of each experiment's (0,1,2, or 0-4 where a run "
                       "takes under 5 minutes), e.g. 0,1,2 or 0-4.")
+  parser.add_argument("--variants", default=None, metavar="FIELD=VALUE",
+                      help="Only the variants with these values, e.g. batch_size=128 (the "
+                      "paper scale of perm_mnist runs batch sizes 128 and 4).")
   parser.add_argument("--scale", default="cpu", choices=suite.SCALES,
                       help="cpu (default): settings for one CPU core a run; paper: the "
                       "papers' settings, for a GPU.")
@@ -69,7 +72,8 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   experiments = suite.select_experiments(args.experiments)
   records = args.records or bench.records_root(args.scale)
   plans = bench.plans(experiments, args.scale, args.workdir, suite.parse_norms(args.norms),
-                      suite.parse_seeds(args.seeds), records)
+                      suite.parse_seeds(args.seeds), records,
+                      suite.parse_variants(args.variants))
   if args.print_commands:
     bench.print_commands(plans, records, overrides)
     return 0

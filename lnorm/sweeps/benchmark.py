@@ -113,13 +113,13 @@ def seed_space(members: Sequence[suite.Member]) -> SweepSpace:
 
 def plans(experiments: Sequence[suite.Experiment], scale: str, workdir: str,
           norms: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
-          records: str | None = None) -> list[Plan]:
+          records: str | None = None, variants: dict[str, str] | None = None) -> list[Plan]:
   """Each experiment's members. Without ``seeds``, an experiment's seeds are the
   rule's (:func:`seeds_by_power`, from the records under ``records``)."""
   out = []
   for e in experiments:
     chosen = seeds if seeds is not None else seeds_by_power(e, scale, records)
-    members = suite.members([e], scale, norms, chosen)
+    members = suite.members([e], scale, norms, chosen, variants)
     out.append(Plan(e, e.scales[scale], members, os.path.join(workdir, scale, e.name),
                     scale))
   return out
