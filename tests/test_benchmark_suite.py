@@ -443,7 +443,7 @@ def test_print_commands_pass_a_users_normalizer_through(tmp_path, capsys, monkey
   assert f"{tmp_path}/w/cpu/bln_cifar/batch_size=25,norm=my_pkg.norms_Centered/seed=4" in lines[1]
   for flag in ("--config.norm=my_pkg.norms:Centered", "--config.seed=4",
                "--config.batch_size=25", "--config.steps_per_call=40",
-               "--config.wandb.group=bln_cifar", "--config.num_epochs=10"):
+               "--config.wandb.group=bln_cifar", "--config.data.source=files"):
     assert f" {flag}" in lines[1]
 
 
