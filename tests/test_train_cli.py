@@ -141,6 +141,19 @@ def test_missing_dataset_says_where_it_looked(tmp_path, capsys, monkeypatch):
   assert str(tmp_path / "empty") in err and "LNORM_DATA_DIR" in err
 
 
+def test_a_data_directory_that_does_not_exist_stops_the_quick_start(tmp_path, capsys,
+                                                                     monkeypatch):
+  # The command: it trained on the embedded digits and exited 0.
+  monkeypatch.setenv("LNORM_DATA_DIR", "/nonexistent")
+  code = run_cli("train", "--config", "configs/perm_mnist.py:norm=ln", "--workdir",
+                 str(tmp_path / "w"))
+  err = capsys.readouterr().err
+  assert code == 2, err
+  assert ("the data directory /nonexistent (set by $LNORM_DATA_DIR) does not exist, so "
+          "lnorm does not fall back to the copy shipped with it") in err
+  assert "Traceback" not in err and not epoch_records(str(tmp_path / "w"))
+
+
 def test_workdir_of_another_config_is_refused(tmp_path, capsys):
   workdir = str(tmp_path / "run")
   assert run_cli("train", "--config", SMOKE, "--workdir", workdir, *FAST) == 0
