@@ -95,6 +95,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   state = init_train_state(config, run.task, run.model, run.train_arrays, run.mesh)
   checkpointer = Checkpointer(run.workdir)
   state, host, start_step = resume(checkpointer, state, run.workdir)
+  checkpointer.check_room(state)  # Before an epoch is trained that could not be saved.
   writer = _open_records(run, state, start_step)
   training = _Training(run, checkpointer, writer, host)
   try:
