@@ -312,6 +312,51 @@ def test_check_finite_names_the_first_bad_step_and_what_went_bad():
                          last_checkpoint=8)
 
 
+SUSPECT = "The likely cause is the normalizer my_norms:f: ..."
+
+
+@pytest.mark.parametrize("step, losses, grad_norm, blamed", [
+    (0, [np.nan, 1.0], 1.0, "before any update"),  # The initial model: not the rate.
+    (0, [1.0, np.nan], 1.0, "first call"),  # After one update, in the first call.
+    (0, [1.0, 2.0], np.nan, "first call"),  # A gradient that is not finite at once.
+    (2, [np.nan, 1.0], 1.0, "rate"),  # A later call: the learning rate, as before.
+])
+def test_check_finite_blames_the_normalizer_only_at_the_start(step, losses, grad_norm,
+                                                             blamed):
+  with pytest.raises(DivergenceError) as e:
+    records.check_finite(_call(losses, grad_norm), step=step, epoch=0, last_checkpoint=None,
+                         suspect=SUSPECT)
+  message = str(e.value)
+  assert ("This is before any update, so the learning rate is not the cause: the initial "
+          f"model's loss is not finite. {SUSPECT}" in message) == (blamed == "before any update")
+  assert (f"{SUSPECT} If it is not that, lower the learning rate" in message) == (
+      blamed == "first call")
+  assert message.count("learning rate") == 1
+  assert message.endswith("No checkpoint was saved yet: a rerun starts over.")
+
+
+def test_check_finite_without_a_suspect_keeps_the_learning_rate_advice():
+  with pytest.raises(DivergenceError, match=r"step 0 \(epoch 1\)\. This is before any "
+                     r"update.*Check the model's inputs and its normalizer\."):
+    records.check_finite(_call([np.nan]), step=0, epoch=0, last_checkpoint=None)
+  with pytest.raises(DivergenceError, match=r"step 1 \(epoch 1\)\. Lower the learning rate"):
+    records.check_finite(_call([1.0, np.nan]), step=0, epoch=0, last_checkpoint=None)
+
+
+@pytest.mark.parametrize("norm, options, expected", [
+    ("none", {}, None),
+    ("ln", {"ln": {"eps": 1e-5}}, None),  # A positive eps: nothing points at it.
+    ("rms", {"rms": {"eps": 0.0}}, "norm=rms with norm_options.rms.eps=0"),
+    ("rms", {"rms": {"eps": 1e-12}}, None),  # Tiny but positive.
+    ("my_norms:f", {}, "the normalizer my_norms:f: on an all-zero row"),
+])
+def test_the_normalizer_suspected_of_a_loss_that_is_not_finite(norm, options, expected):
+  suspect = records.normalizer_suspect(norm, options)
+  assert (suspect is None) == (expected is None)
+  if expected:
+    assert expected in suspect
+
+
 def test_the_last_epoch_record_skips_mid_epoch_points(tmp_path):
   (tmp_path / "metrics.jsonl").write_text(
       '{"step": 31, "epoch": 1, "time/epoch_seconds": 2.0, "test/error": 0.25}\n'

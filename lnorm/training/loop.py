@@ -256,6 +256,9 @@ class _Training:
         functools.partial(Progress, every_secs=self.every_secs,
                           enabled=config.progress_bar, delay_secs=5.0))
 
+    # Who to blame when the loss is not finite from the start (records.check_finite).
+    self.divergence_suspect = records.normalizer_suspect(config.get("norm"),
+                                                         config.get("norm_options"))
     self._executables: dict[tuple, Any] = {}  # Chunk shapes -> compiled train calls.
     self._order: tuple[int | None, Any] = (None, None)
     self._bar: Progress | None = None
@@ -351,7 +354,8 @@ class _Training:
     out = jax.device_get(out)
     call_seconds = time.time() - call_start
     try:
-      records.check_finite(out, step, epoch, self.checkpointer.latest_step())
+      records.check_finite(out, step, epoch, self.checkpointer.latest_step(),
+                           self.divergence_suspect)
     except DivergenceError as e:
       # On the record, so that a comparison counts the run as a seed that stopped.
       self.writer.write(e.step, {defaults.DIVERGED_AT: e.step})
