@@ -67,6 +67,20 @@ def test_mid_epoch_evaluation_leaves_training_unchanged(tmp_path):
     assert a[key] == b[key], key
 
 
+def test_evaluations_off_the_asked_steps_are_announced_and_fall_where_announced(tmp_path,
+                                                                               caplog):
+  # 500 updates per epoch in calls of 64: asked every 250, evaluated at 256 and 756.
+  workdir = str(tmp_path / "run")
+  with caplog.at_level("WARNING"):
+    assert run_cli("train", "--config", SMOKE, *FAST, "--workdir", workdir,
+                   "--config.steps_per_call=64", "--config.eval_every_steps=250",
+                   "--config.num_epochs=2") == 0
+  assert ("so the first evaluations fall at steps 256, 756, not 250, 750. To evaluate at "
+          "exactly those steps, set --config.steps_per_call=50") in caplog.text
+  mid = [r["step"] for r in _points(workdir) if "time/epoch_seconds" not in r]
+  assert mid == [256, 756]
+
+
 def _points(workdir):
   try:
     with open(os.path.join(workdir, "metrics.jsonl")) as f:

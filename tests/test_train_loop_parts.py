@@ -206,6 +206,44 @@ def test_schedule_adds_to_eval_every_steps():
   assert due_steps(schedule, 20, 300) == [20, 100, 200, 300]
 
 
+@pytest.mark.parametrize("every, per_call, expected", [
+    (256, 64, None),  # A multiple: every evaluation where asked.
+    (64, 64, None),  # At the threshold: equal.
+    (65, 64, [128, 192, 256]),  # Just past it: the next call ends.
+    (250, 64, [256, 512, 768]),  # The issue's case.
+])
+def test_misalignment_says_where_the_evaluations_fall(every, per_call, expected):
+  note = eval_schedule.misalignment(every, per_call, steps_per_epoch=10_000,
+                                    total_steps=20_000)
+  if expected is None:
+    assert note is None
+    return
+  asked = ", ".join(str(every * i) for i in (1, 2, 3))
+  assert note == (
+      f"eval_every_steps={every} with steps_per_call={per_call}: the loop evaluates between "
+      f"jitted calls of {per_call} updates, at the first call end at or after each multiple "
+      f"of {every}, so the first evaluations fall at steps {', '.join(map(str, expected))}, "
+      f"not {asked}. To evaluate at exactly those steps, set --config.steps_per_call="
+      f"{max(d for d in range(1, per_call + 1) if every % d == 0)} (a divisor of {every}).")
+
+
+def test_misalignment_of_a_run_shorter_than_one_call():
+  # max_steps=10 in calls of 64: the one call ends the run, and 5 is never evaluated.
+  assert eval_schedule.misalignment(5, 64, steps_per_epoch=1000, total_steps=10).endswith(
+      "so the first evaluations fall at no step before the run's end at step 10, not 5. "
+      "To evaluate at exactly those steps, set --config.steps_per_call=5 (a divisor of 5).")
+  assert eval_schedule.misalignment(0, 64, 1000, 10) is None  # No schedule, nothing to say.
+  # Multiples at epoch ends are the epoch records': not asked of the mid-epoch schedule.
+  assert eval_schedule.misalignment(100, 64, steps_per_epoch=100, total_steps=1000) is None
+
+
+def test_mid_epoch_steps_restart_their_calls_at_each_epoch():
+  # Epochs of 500 in calls of 64: 448 then a call of 52 ends the epoch; epoch 2's calls
+  # end at 564, ..., 756 (past 750).
+  schedule = eval_schedule.EvalSchedule(250, 0, 1000)
+  assert eval_schedule.mid_epoch_steps(schedule, 64, 500, 1000, until=1000) == [256, 756]
+
+
 def test_schedule_refuses_negative_values():
   with pytest.raises(ConfigError, match="eval_points_per_decade=-1"):
     eval_schedule.EvalSchedule(every_steps=0, points_per_decade=-1, last_step=10)

@@ -78,7 +78,7 @@ from lnorm.training import records
 from lnorm.training import workdir as workdir_lib
 from lnorm.training.checkpoint import Checkpointer
 from lnorm.training.checkpoint_policy import CheckpointTimer, resume
-from lnorm.training.eval_schedule import EvalSchedule, crossed_multiple
+from lnorm.training.eval_schedule import EvalSchedule, crossed_multiple, misalignment
 from lnorm.training.metrics_writer import MetricWriter
 from lnorm.training.steps import (SplitEvaluator, TrainState, init_train_state,
                                   length_buckets, make_eval_step, make_train_chunk,
@@ -167,6 +167,10 @@ def set_up(config: ml_collections.ConfigDict, workdir: str) -> Run:
   total_steps = defaults.total_steps(config, steps_per_epoch)
   schedule = EvalSchedule(config.eval_every_steps, config.get("eval_points_per_decade", 0),
                           total_steps)
+  note = misalignment(config.eval_every_steps, config.steps_per_call, steps_per_epoch,
+                      total_steps)
+  if note:  # Evaluations at other steps than asked: say so, where the user looks first.
+    logging.warning(note)
   model = task.build_model(dataset)
   buckets = length_buckets(config, task, train_arrays)
   if buckets is not None:
