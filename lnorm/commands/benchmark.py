@@ -16,6 +16,7 @@ import os
 from lnorm.errors import UserError
 from lnorm.sweeps import benchmark as bench
 from lnorm.sweeps import benchmark_suite as suite
+from lnorm.sweeps import preemption
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,12 +71,17 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     bench.print_commands(plans, records, overrides)
     return 0
   failed = []
-  for plan in plans:
-    if args.report_only:
-      bench.collect(plan, records, overrides)
-      continue
-    failed += [f"{plan.experiment.name}/{name}"
-               for name in bench.run(plan, records, overrides, parallel=args.parallel)]
+  # SIGTERM (a preemption) stops the members running, saves what finished, and exits
+  # with 130 before the next member starts; the same command resumes.
+  with preemption.forwarding():
+    for plan in plans:
+      preemption.check("the benchmark saved the records of its finished members. Rerun "
+                       "the same command to resume.")
+      if args.report_only:
+        bench.collect(plan, records, overrides)
+        continue
+      failed += [f"{plan.experiment.name}/{name}"
+                 for name in bench.run(plan, records, overrides, parallel=args.parallel)]
   report = bench.build_report(plans, records, args.scale)
   text = report.markdown()
   print()

@@ -36,6 +36,7 @@ from lnorm.analysis import claims
 from lnorm.analysis import report as report_lib
 from lnorm.analysis import runs as runs_lib
 from lnorm.sweeps import benchmark_suite as suite
+from lnorm.sweeps import preemption
 from lnorm.sweeps import runner
 from lnorm.sweeps.space import SweepSpace
 from lnorm.training.defaults import has_diverged
@@ -217,9 +218,12 @@ def _needs_search(member: suite.Member, workdir: str) -> bool:
           and not os.path.exists(os.path.join(workdir, BLN_SEARCH_FILE)))
 
 
-def collect(plan: Plan, records: str, extra: dict[str, str], out=None) -> list[str]:
+def collect(plan: Plan, records: str, extra: dict[str, str], out=None,
+            search: bool = True) -> list[str]:
   """Saves the records of the plan's finished members that have none yet; returns
-  the members saved."""
+  the members saved. With ``search`` False (a command stopping on SIGTERM, which has
+  no minute to spare) a BLN member waiting for its inference search is left for the
+  next command."""
   out = out or sys.stdout
   if not os.path.isdir(plan.workdir):
     return []
@@ -231,6 +235,8 @@ def collect(plan: Plan, records: str, extra: dict[str, str], out=None) -> list[s
         and is_over(workdir, configs[m.name])
         and not has_records(records, m, configs[m.name])):
       if _needs_search(m, workdir):
+        if not search:
+          continue
         search_bln_inference(workdir)
       save_records(workdir, record_dir(records, m))
       saved.append(m.name)
@@ -256,7 +262,8 @@ def run(plan: Plan, records: str, extra: dict[str, str], parallel: int = 1) -> l
   returns the members that failed.
 
   Members with records are restored into their workdirs first, so the runner skips
-  them; the records are saved even when the sweep is interrupted.
+  them; the records are saved even when the sweep is interrupted (on SIGTERM without
+  the BLN searches, which the rerun does).
   """
   runner_members, configs = plan.prepare_all(extra)  # Checks every value before running.
   for m in plan.members:
@@ -282,7 +289,7 @@ def run(plan: Plan, records: str, extra: dict[str, str], parallel: int = 1) -> l
       failed += [f"{group},{name}" for name in summary.failed if name not in over]
       collect(plan, records, extra)  # As members finish, so a sitting keeps its records.
   finally:
-    collect(plan, records, extra)
+    collect(plan, records, extra, search=not preemption.stopping())
   return failed
 
 
