@@ -94,6 +94,13 @@ def _literal(raw: str) -> Any:
     return raw
 
 
+def is_import_path(name: Any) -> bool:
+  """Whether a ``norm`` value names a normalizer by import path (``module:attribute``)
+  rather than by a registered name. Here, without JAX, for the commands that only
+  plan runs (``lnorm benchmark``); ``lnorm.normalization`` loads such a normalizer."""
+  return isinstance(name, str) and ":" in name
+
+
 def resolve_config_path(path: str) -> pathlib.Path:
   """A config path as given, else relative to the repository's configs/ folder."""
   candidates = [pathlib.Path(path)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from lnorm.errors import UserError
 from lnorm.sweeps import benchmark as bench
@@ -28,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "import path module:attr. Include none: it is the baseline.")
   parser.add_argument("--seeds", default=None, metavar="0,1,2",
                       help="Seeds instead of each experiment's (0,1,2, or 0-4 where a run "
-                      "takes under 5 minutes), e.g. 0,1,2 or 0-4.")
+                      "takes under 5 minutes), e.g. 0,1,2 or 0-4. The report then judges "
+                      "these seeds only, and says so.")
   parser.add_argument("--scale", default="cpu", choices=suite.SCALES,
                       help="cpu (default): settings for one CPU core a run; paper: the "
                       "papers' settings, for a GPU.")
@@ -40,8 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "(default runs/benchmark).")
   parser.add_argument("--records", default=None, metavar="DIR",
                       help="Where finished members' config.json and metrics go, and what "
-                      "the report reads (default: the repository's results/<scale>). A "
-                      "member with records there counts as finished.")
+                      "the report reads (default: the repository's results/<scale>, and "
+                      "for a normalizer of your own, named module:attr, "
+                      "WORKDIR/records/<scale>, read beside it). A member with records "
+                      "there counts as finished.")
   parser.add_argument("--print-commands", action="store_true",
                       help="Print one 'lnorm train' line per member not yet finished, and "
                       "exit.")
@@ -64,11 +68,18 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   if args.parallel < 1:
     raise UserError(f"--parallel {args.parallel}: run at least 1 member at once.")
   experiments = suite.select_experiments(args.experiments)
+  seeds = suite.parse_seeds(args.seeds)
+  # Without --records, a user's own normalizer keeps its records beside its runs: the
+  # repository's results/ hold the committed benchmark.
+  own = None if args.records else bench.own_records_root(args.workdir, args.scale)
   plans = bench.plans(experiments, args.scale, args.workdir, suite.parse_norms(args.norms),
-                      suite.parse_seeds(args.seeds))
+                      seeds, own)
   records = args.records or bench.records_root(args.scale)
   if args.print_commands:
-    bench.print_commands(plans, records, overrides)
+    if not bench.print_commands(plans, records, overrides):
+      print(f"Nothing to run: every selected member ({sum(len(p.members) for p in plans)}) "
+            f"has records under {records} or a finished run under {args.workdir}. "
+            "`lnorm benchmark --report-only` prints their report.", file=sys.stderr)
     return 0
   failed = []
   # SIGTERM (a preemption) stops the members running, saves what finished, and exits
@@ -82,7 +93,7 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
         continue
       failed += [f"{plan.experiment.name}/{name}"
                  for name in bench.run(plan, records, overrides, parallel=args.parallel)]
-  report = bench.build_report(plans, records, args.scale)
+  report = bench.build_report(plans, records, args.scale, seeds)
   text = report.markdown()
   print()
   print(text, end="")

@@ -27,18 +27,13 @@ from typing import Any, Callable, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
+from lnorm.config import is_import_path  # pylint: disable=unused-import  (re-exported)
 from lnorm.errors import ConfigError
 from lnorm.normalization import functional as F
 
 
 class UserNormError(ConfigError, ValueError):
   """A normalizer named by import path that cannot be loaded or used."""
-
-
-def is_import_path(name: Any) -> bool:
-  """Whether a ``norm`` value names a normalizer by import path (``module:attribute``)
-  rather than by a registered name."""
-  return isinstance(name, str) and ":" in name
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,7 @@ import shutil
 import sys
 from typing import Any, Iterable, Sequence
 
+from lnorm import config as config_lib
 from lnorm.analysis import bln_protocol
 from lnorm.analysis import claims
 from lnorm.analysis import report as report_lib
@@ -52,7 +53,6 @@ DATA_DIR_ENV = "LNORM_DATA_DIR"
 
 def records_root(scale: str) -> str:
   """The repository's ``results/<scale>``, found from the package like configs/."""
-  from lnorm import config as config_lib  # pylint: disable=g-import-not-at-top
   return os.path.join(os.path.dirname(config_lib.CONFIGS_DIR), "results", scale)
 
 
@@ -63,6 +63,15 @@ class Plan:
   setting: suite.Setting
   members: list[suite.Member]
   workdir: str  # <workdir>/<scale>/<experiment>
+  #: Where the records of a user's own normalizer (an import path) go, when not with the
+  #: suite's: the repository's results/ hold the committed benchmark, not a user's
+  #: experiments. None: every member's records go under the records root.
+  own_records: str | None = None
+
+  def record_dir(self, records: str, member: suite.Member) -> str:
+    """Where ``member``'s records are, under the records root ``records``."""
+    users_own = self.own_records and config_lib.is_import_path(member.norm)
+    return record_dir(self.own_records if users_own else records, member)
 
   def groups(self) -> dict[str, list[suite.Member]]:
     """The members by group (variant and normalizer), in the plan's order."""
@@ -108,13 +117,19 @@ def seed_space(members: Sequence[suite.Member]) -> SweepSpace:
 
 
 def plans(experiments: Sequence[suite.Experiment], scale: str, workdir: str,
-          norms: Sequence[str] | None = None,
-          seeds: Sequence[int] | None = None) -> list[Plan]:
+          norms: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+          own_records: str | None = None) -> list[Plan]:
   out = []
   for e in experiments:
     members = suite.members([e], scale, norms, seeds)
-    out.append(Plan(e, e.scales[scale], members, os.path.join(workdir, scale, e.name)))
+    out.append(Plan(e, e.scales[scale], members, os.path.join(workdir, scale, e.name),
+                    own_records))
   return out
+
+
+def own_records_root(workdir: str, scale: str) -> str:
+  """Where a user's normalizer's records go by default: beside its runs."""
+  return os.path.join(workdir, "records", scale)
 
 
 # --- records -----------------------------------------------------------------------------
@@ -132,9 +147,9 @@ def is_over(workdir: str, config) -> bool:
   return runner.is_finished(workdir, config) or has_diverged(runs_lib.read_records(workdir))
 
 
-def has_records(records: str, member: suite.Member, config) -> bool:
-  """True when the member's committed records cover the whole run ``config`` asks for."""
-  path = record_dir(records, member)
+def has_records(path: str, config) -> bool:
+  """True when the records in ``path`` (``Plan.record_dir``) cover the whole run
+  ``config`` asks for."""
   if not os.path.exists(os.path.join(path, CONFIG_FILE)):
     return False
   return is_over(path, config)
@@ -233,17 +248,18 @@ def collect(plan: Plan, records: str, extra: dict[str, str], out=None,
     workdir = runner_members[m.name].workdir
     if (os.path.exists(os.path.join(workdir, CONFIG_FILE))
         and is_over(workdir, configs[m.name])
-        and not has_records(records, m, configs[m.name])):
+        and not has_records(plan.record_dir(records, m), configs[m.name])):
       if _needs_search(m, workdir):
         if not search:
           continue
         search_bln_inference(workdir)
-      save_records(workdir, record_dir(records, m))
-      saved.append(m.name)
-  if saved:
-    print(f"[benchmark {plan.experiment.name}] records saved for {', '.join(saved)} "
-          f"under {os.path.join(records, plan.experiment.name)}", file=out, flush=True)
-  return saved
+      save_records(workdir, plan.record_dir(records, m))
+      saved.append(m)
+  for root in sorted({os.path.dirname(plan.record_dir(records, m)) for m in saved}):
+    names = [m.name for m in saved if os.path.dirname(plan.record_dir(records, m)) == root]
+    print(f"[benchmark {plan.experiment.name}] records saved for {', '.join(names)} "
+          f"under {root}", file=out, flush=True)
+  return [m.name for m in saved]
 
 
 # --- running --------------------------------------------------------------------------------
@@ -253,7 +269,7 @@ def unfinished(plan: Plan, records: str, extra: dict[str, str]) -> list[suite.Me
   """The plan's members with neither records nor a finished workdir."""
   runner_members, configs = plan.prepare_all(extra)
   return [m for m in plan.members
-          if not has_records(records, m, configs[m.name])
+          if not has_records(plan.record_dir(records, m), configs[m.name])
           and not is_over(runner_members[m.name].workdir, configs[m.name])]
 
 
@@ -268,8 +284,9 @@ def run(plan: Plan, records: str, extra: dict[str, str], parallel: int = 1) -> l
   runner_members, configs = plan.prepare_all(extra)  # Checks every value before running.
   for m in plan.members:
     workdir = runner_members[m.name].workdir
-    if has_records(records, m, configs[m.name]) and not is_over(workdir, configs[m.name]):
-      restore_records(record_dir(records, m), workdir)
+    path = plan.record_dir(records, m)
+    if has_records(path, configs[m.name]) and not is_over(workdir, configs[m.name]):
+      restore_records(path, workdir)
   todo = [m for m in plan.members if not is_over(runner_members[m.name].workdir,
                                                  configs[m.name])]
   # One at a time, seed by seed; in parallel, a group's seeds at once.
@@ -332,11 +349,20 @@ class Report:
   seconds: dict[str, float] = dataclasses.field(default_factory=dict)  # run -> training s.
   # The BLN claims under the BLN paper's protocol (lnorm.analysis.bln_protocol).
   protocol: list[str] = dataclasses.field(default_factory=list)
+  #: The seeds a --seeds selection judges on; None: every recorded seed.
+  seeds: tuple[int, ...] | None = None
+  #: The folders of a user's own normalizers' records read beside the suite's.
+  own_records: tuple[str, ...] = ()
 
   def markdown(self) -> str:
-    lines = [f"Generated from the records under `results/{self.scale}/` (one run per "
-             "member: its config.json and metrics.jsonl). The rule and the settings: "
-             "`docs/benchmark.md`.", ""]
+    lines = [f"Generated from the records under `results/{self.scale}/`"
+             + "".join(f" and `{root}/`" for root in self.own_records)
+             + " (one run per member: its config.json and metrics.jsonl). The rule and the "
+             "settings: `docs/benchmark.md`.", ""]
+    if self.seeds is not None:
+      lines[0:0] = [f"Judged on seed{'s' if len(self.seeds) > 1 else ''} "
+                    f"{', '.join(map(str, self.seeds))} only (--seeds): the table, the "
+                    "verdicts and the member counts leave the other seeds' records out.", ""]
     not_started = [e for e, m in self.missing.items() if len(m) == self.total[e]]
     if self.rows or not_started:
       table = claims.headline_markdown(self.rows).rstrip("\n").split("\n")
@@ -374,13 +400,18 @@ def _members_text(names: Sequence[str]) -> str:
   return f"{len(names)} members" if len(names) > 6 else ", ".join(names)
 
 
-def build_report(plans_: Sequence[Plan], records: str, scale: str) -> Report:
-  """The headline table and verdicts from the records alone (not the workdirs)."""
+def build_report(plans_: Sequence[Plan], records: str, scale: str,
+                 seeds: Sequence[int] | None = None) -> Report:
+  """The headline table and verdicts from the records alone (not the workdirs);
+  ``seeds``, when given, restricts them to those seeds' records."""
   found = []
-  if os.path.isdir(records) and any(True for _ in _record_dirs(records)):
+  roots = [records] + sorted({p.own_records for p in plans_ if p.own_records})
+  roots = [r for r in roots if os.path.isdir(r) and any(True for _ in _record_dirs(r))]
+  if roots:
     order = {p.experiment.name: i for i, p in enumerate(plans_)}
-    found = sorted((r for r in runs_lib.load_runs([records])
-                    if r.config.get("experiment") in order),
+    found = sorted((r for r in runs_lib.load_runs(roots)
+                    if r.config.get("experiment") in order
+                    and (seeds is None or r.config.get("seed") in seeds)),
                    key=lambda r: order[r.config["experiment"]])  # The suite's order.
   metrics = {p.experiment.name: p.experiment.metric for p in plans_ if p.experiment.metric}
   rows = claims.headline_rows(found, metrics) if any(
@@ -389,19 +420,22 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str) -> Report:
       found, p.experiment.name, c.norm, c.against, c.kind, c.where, p.experiment.metric))
               for p in plans_ for c in p.experiment.claims]
   missing = {p.experiment.name: [m.name for m in p.members
-                                 if not os.path.isdir(record_dir(records, m))]
+                                 if not os.path.isdir(p.record_dir(records, m))]
              for p in plans_}
   seconds = {}
   for r in found:
     known = [t for t in runs_lib.train_seconds(r.points) if t is not None]
     if known:
-      seconds[os.path.relpath(r.path, records)] = known[-1]
+      root = next(root for root in roots if r.path.startswith(os.path.join(root, "")))
+      seconds[os.path.relpath(r.path, root)] = known[-1]
   protocol = [bln_protocol.verdict_line(found, p.experiment.name, c.text, c.against,
                                         c.where, p.experiment.metric)
               for p in plans_ for c in p.experiment.claims
               if c.kind == "final" and c.norm == "bln" and p.experiment.metric]
   return Report(scale, rows, verdicts, missing, {p.experiment.name: len(p.members)
-                                                  for p in plans_}, seconds, protocol)
+                                                  for p in plans_}, seconds, protocol,
+                None if seeds is None else tuple(seeds),
+                tuple(r for r in roots if r != records))
 
 
 def write_figures(report: Report, records: str, out_dir: str) -> list[str]:
@@ -414,7 +448,8 @@ def write_figures(report: Report, records: str, out_dir: str) -> list[str]:
     metrics.setdefault(row.experiment, row.metric)
   paths = []
   for experiment, metric in metrics.items():
-    runs = runs_lib.load_runs([os.path.join(records, experiment)])
+    runs = runs_lib.load_runs([os.path.join(root, experiment)
+                               for root in (records, *report.own_records)])
     # The paper's axis: handwriting's Figure 5 is against updates on a log scale.
     logx = any(f.logx for f in plotting.FIGURES.values() if f.experiment == experiment)
     paths += plotting.plot_seed_bands(

@@ -1,0 +1,135 @@
+"""``lnorm benchmark`` as a first user meets it (issue 45): the report judges the seeds
+it says it judges, ``--print-commands`` says when nothing is left, and a user's own
+normalizer keeps its records out of the repository's results/. Members are trained
+by the stand-in of ``tests/test_benchmark_suite.py`` (no JAX)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from lnorm import cli
+from lnorm.sweeps import benchmark as bench
+from lnorm.sweeps import runner
+from tests.test_benchmark_suite import TOY, _fake_train
+
+USER_NORM = "my_pkg.norms:Centered"
+
+
+@pytest.fixture
+def users_norm(tmp_path, monkeypatch):
+  """A normalizer of the user's own, importable as USER_NORM."""
+  package = tmp_path / "src" / "my_pkg"
+  package.mkdir(parents=True)
+  (package / "__init__.py").write_text("")
+  (package / "norms.py").write_text(
+      "import jax.numpy as jnp\n\n"
+      "def Centered(x):\n"
+      "  return x - jnp.mean(x, axis=-1, keepdims=True)\n")
+  monkeypatch.syspath_prepend(str(tmp_path / "src"))
+  return USER_NORM
+
+
+# --- --seeds: the report judges what it says it judges ----------------------------------------
+
+
+def test_a_seed_selection_judges_those_seeds_only(tmp_path, monkeypatch):
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  monkeypatch.setattr(runner, "_run_member", _fake_train([]))
+  (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"))
+  records = str(tmp_path / "results")
+  bench.run(plan, records, {})  # Seeds 0, 1 and 2 recorded.
+  (one,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"), seeds=[1])
+  report = bench.build_report([one], records, "cpu", seeds=[1])
+  assert [(r.norm, r.runs) for r in report.rows] == [("none", 1), ("ln", 1)]
+  text = report.markdown()
+  assert text.startswith("Judged on seed 1 only (--seeds): the table, the verdicts and the "
+                         "member counts leave the other seeds' records out.\n")
+  assert "Members with records: perm_mnist 2/2." in text
+  # Two seeds, at the threshold of the plural; without a selection, every seed and no note.
+  assert bench.build_report([plan], records, "cpu", seeds=[0, 2]).markdown().startswith(
+      "Judged on seeds 0, 2 only")
+  everything = bench.build_report([plan], records, "cpu")
+  assert [r.runs for r in everything.rows] == [3, 3]
+  assert not everything.markdown().startswith("Judged")
+
+
+def test_lnorm_benchmark_seeds_with_report_only_counts_what_it_judges(capsys):
+  # The issue's command, on the committed records: 5 seeds judged, 4 members counted.
+  assert cli.main(["benchmark", "--experiments", "perm_mnist", "--seeds", "0",
+                   "--report-only", "--no-wandb", "--workdir", "/nonexistent/runs"]) == 0
+  out = capsys.readouterr().out
+  assert "Judged on seed 0 only (--seeds)" in out
+  rows = [line for line in out.splitlines() if line.startswith("| perm_mnist |")]
+  assert rows and all("| 1/1 |" in row or "| 0/1 |" in row for row in rows), rows
+  assert "Members with records: perm_mnist 4/4." in out
+
+
+# --- --print-commands with nothing left -------------------------------------------------------
+
+
+def test_print_commands_says_when_every_member_is_recorded(capsys):
+  assert cli.main(["benchmark", "--experiments", "perm_mnist", "--seeds", "0",
+                   "--print-commands", "--workdir", "/nonexistent/runs"]) == 0
+  captured = capsys.readouterr()
+  assert captured.out == ""  # Nothing for a scheduler to run...
+  assert captured.err == (  # ...and the user is told why.
+      f"Nothing to run: every selected member (4) has records under "
+      f"{bench.records_root('cpu')} or a finished run under /nonexistent/runs. "
+      "`lnorm benchmark --report-only` prints their report.\n")
+
+
+def test_print_commands_with_members_left_prints_only_them(capsys, users_norm):
+  assert cli.main(["benchmark", "--experiments", "perm_mnist", "--seeds", "0",
+                   "--norms", f"none,{users_norm}", "--print-commands",
+                   "--workdir", "/nonexistent/runs"]) == 0
+  captured = capsys.readouterr()
+  (line,) = captured.out.splitlines()  # none,seed=0 is committed: only the user's.
+  assert f"--config.norm={users_norm}" in line and captured.err == ""
+
+
+# --- a user's own normalizer keeps its records out of results/ --------------------------------
+
+
+def test_a_users_normalizer_records_go_beside_its_runs(tmp_path, monkeypatch, capsys,
+                                                       users_norm):
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  calls = []
+  monkeypatch.setattr(runner, "_run_member", _fake_train(calls))
+  repository = tmp_path / "results" / "cpu"
+  monkeypatch.setattr(bench, "records_root", lambda scale: str(repository))
+  workdir = tmp_path / "runs"
+  argv = ["benchmark", "--experiments", "perm_mnist", "--seeds", "0", "--norms",
+          f"none,{users_norm}", "--workdir", str(workdir), "--no-wandb"]
+  assert cli.main(argv) == 0
+  own = workdir / "records" / "cpu" / "perm_mnist" / "norm=my_pkg.norms_Centered,seed=0"
+  assert sorted(os.listdir(own)) == ["config.json", "metrics.jsonl"]
+  # The built-in normalizer's records go where the suite's are; the user's do not.
+  assert os.listdir(repository / "perm_mnist") == ["norm=none,seed=0"]
+  out = capsys.readouterr().out
+  assert (f"records saved for norm=my_pkg.norms_Centered,seed=0 under "
+          f"{workdir / 'records' / 'cpu' / 'perm_mnist'}") in out
+  # The report reads both: the user's row beside the suite's baseline.
+  assert (f"Generated from the records under `results/cpu/` and "
+          f"`{workdir / 'records' / 'cpu'}/`") in out
+  assert f"| perm_mnist | {users_norm} |" in out and "| perm_mnist | none (baseline) |" in out
+  # A second command finds both recorded and trains nothing.
+  calls.clear()
+  assert cli.main(argv) == 0
+  assert calls == []
+
+
+def test_records_given_with_records_hold_everything(tmp_path, monkeypatch, users_norm):
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  monkeypatch.setattr(runner, "_run_member", _fake_train([]))
+  records = tmp_path / "mine"
+  assert cli.main(["benchmark", "--experiments", "perm_mnist", "--seeds", "0", "--norms",
+                   f"none,{users_norm}", "--workdir", str(tmp_path / "runs"), "--records",
+                   str(records), "--no-wandb"]) == 0
+  assert sorted(os.listdir(records / "perm_mnist")) == [
+      "norm=my_pkg.norms_Centered,seed=0", "norm=none,seed=0"]
+  assert not (tmp_path / "runs" / "records").exists()
+  with open(records / "perm_mnist" / "norm=my_pkg.norms_Centered,seed=0" / "config.json") as f:
+    assert json.load(f)["config"]["norm"] == users_norm
