@@ -133,3 +133,37 @@ def test_records_given_with_records_hold_everything(tmp_path, monkeypatch, users
   assert not (tmp_path / "runs" / "records").exists()
   with open(records / "perm_mnist" / "norm=my_pkg.norms_Centered,seed=0" / "config.json") as f:
     assert json.load(f)["config"]["norm"] == users_norm
+
+
+# --- records name no machine's folders --------------------------------------------------------
+
+
+def test_records_name_the_cache_folder_as_a_variable(tmp_path, monkeypatch):
+  cache = tmp_path / "cache"
+  monkeypatch.setenv("LNORM_CACHE_DIR", str(cache))
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  run = tmp_path / "run"
+  run.mkdir()
+  (run / "config.json").write_text(json.dumps({"config": {}, "data": {
+      "location": f"{cache}/cbt-books-d302/cbt", "notes": f"from {tmp_path}/data/books",
+      "elsewhere": f"{cache}2/x"}}))
+  (run / "metrics.jsonl").write_text('{"step": 1}\n')
+  bench.save_records(str(run), str(tmp_path / "rec"))
+  with open(tmp_path / "rec" / "config.json") as f:
+    assert json.load(f)["data"] == {"location": "$LNORM_CACHE_DIR/cbt-books-d302/cbt",
+                                    "notes": "from $LNORM_DATA_DIR/books",
+                                    "elsewhere": f"{cache}2/x"}  # Not a longer name.
+
+
+def test_no_committed_record_names_a_home_folder():
+  results = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                         "results")
+  named = []
+  for root, _, files in os.walk(results):
+    for name in files:
+      if name.endswith(".json"):
+        with open(os.path.join(root, name)) as f:
+          text = f.read()
+        if any(home in text for home in ("/root/", "/home/", "/Users/")):
+          named.append(os.path.relpath(os.path.join(root, name), results))
+  assert not named, f"{len(named)} records name a machine's folder, e.g. {named[0]}"

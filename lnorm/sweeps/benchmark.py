@@ -49,6 +49,8 @@ DEFAULT_WORKDIR = os.path.join("runs", "benchmark")
 #: Where datasets are looked for (lnorm.data.core.DATA_DIR_ENV; not imported, since
 #: lnorm.data imports every dataset's reader).
 DATA_DIR_ENV = "LNORM_DATA_DIR"
+#: Where decoded data is cached (lnorm.data.cache.CACHE_DIR_ENV).
+CACHE_DIR_ENV = "LNORM_CACHE_DIR"
 
 
 def records_root(scale: str) -> str:
@@ -155,16 +157,20 @@ def has_records(path: str, config) -> bool:
   return is_over(path, config)
 
 
-def _portable(value: Any, data_dir: str | None) -> Any:
-  """``value`` with this machine's data directory written as ``$LNORM_DATA_DIR``: a
-  record says where the data came from, not where this machine keeps it."""
+def _portable(value: Any, data_dir: str | None, cache_dir: str | None = None) -> Any:
+  """``value`` with this machine's data directory written as ``$LNORM_DATA_DIR`` and
+  its cache folder (where decoded data and the CBT-style task built from the books
+  live) as ``$LNORM_CACHE_DIR``: a record says where the data came from, not where
+  this machine keeps it."""
   if isinstance(value, dict):
-    return {k: _portable(v, data_dir) for k, v in value.items()}
+    return {k: _portable(v, data_dir, cache_dir) for k, v in value.items()}
   if isinstance(value, list):
-    return [_portable(v, data_dir) for v in value]
-  if isinstance(value, str) and data_dir:
-    # The directory wherever it appears ("MNIST at <dir>/mnist"), not a longer name.
-    return re.sub(re.escape(data_dir.rstrip("/")) + r"(?![\w.-])", f"${DATA_DIR_ENV}", value)
+    return [_portable(v, data_dir, cache_dir) for v in value]
+  if isinstance(value, str):
+    for directory, name in ((data_dir, DATA_DIR_ENV), (cache_dir, CACHE_DIR_ENV)):
+      if directory:
+        # The directory wherever it appears ("MNIST at <dir>/mnist"), not a longer name.
+        value = re.sub(re.escape(directory.rstrip("/")) + r"(?![\w.-])", f"${name}", value)
   return value
 
 
@@ -176,9 +182,11 @@ def save_records(workdir: str, dest: str) -> list[str]:
     record = json.load(f)
   data_dir = os.environ.get(DATA_DIR_ENV) or (
       record.get("config", {}).get("data.data_dir"))
+  from lnorm.data import cache  # pylint: disable=g-import-not-at-top  (the readers: slow)
+  cache_dir = cache.cache_dir({"cache_dir": record.get("config", {}).get("data.cache_dir")})
   written = [os.path.join(dest, CONFIG_FILE)]
   with open(written[0], "w") as f:
-    json.dump(_portable(record, data_dir), f, indent=2, sort_keys=True)
+    json.dump(_portable(record, data_dir, cache_dir), f, indent=2, sort_keys=True)
     f.write("\n")
   source = os.path.join(workdir, METRICS_FILE)
   for stale in (METRICS_FILE, runs_lib.METRICS_GZ_FILE):
@@ -198,7 +206,7 @@ def save_records(workdir: str, dest: str) -> list[str]:
     with open(os.path.join(workdir, BLN_SEARCH_FILE)) as f:
       search = json.load(f)
     with open(written[-1], "w") as f:
-      json.dump(_portable(search, data_dir), f, indent=2, sort_keys=True)
+      json.dump(_portable(search, data_dir, cache_dir), f, indent=2, sort_keys=True)
       f.write("\n")
   return written
 
