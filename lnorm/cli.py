@@ -34,7 +34,7 @@ COMMANDS = {
     "benchmark": ("lnorm.commands.benchmark",
                   "Run the claim suite (every experiment by normalizer and seed) and "
                   "report a verdict per claim."),
-    "invariance": ("lnorm.evaluation.invariance",
+    "invariance": ("lnorm.commands.invariance",
                    "Measure LN paper Table 1, with RMSNorm's rows (invariance under "
                    "re-scaling and re-centering)."),
     "sample": ("lnorm.commands.sample",

@@ -15,7 +15,6 @@ import os
 import sys
 
 from lnorm.errors import UserError
-from lnorm.sweeps import benchmark as bench
 from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import preemption
 
@@ -37,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--parallel", type=int, default=1, metavar="N",
                       help="Run N seeds of a normalizer at once (default 1: one member "
                       "at a time, seed by seed).")
-  parser.add_argument("--workdir", default=bench.DEFAULT_WORKDIR,
+  parser.add_argument("--workdir", default=None,
                       help="Members train into WORKDIR/<scale>/<experiment>/<norm>/seed=<s> "
                       "(default runs/benchmark).")
   parser.add_argument("--records", default=None, metavar="DIR",
@@ -65,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
+  # Imported here: the report's statistics load SciPy, which --help must not wait for.
+  from lnorm.sweeps import benchmark as bench  # pylint: disable=g-import-not-at-top
+  args.workdir = args.workdir or bench.DEFAULT_WORKDIR
   if args.parallel < 1:
     raise UserError(f"--parallel {args.parallel}: run at least 1 member at once.")
   experiments = suite.select_experiments(args.experiments)
