@@ -131,3 +131,13 @@ def test_a_normalizer_already_in_the_table_is_not_measured_twice(table):
 def test_an_unknown_normalizer_is_one_line(capsys):
   assert cli.main(["invariance", "--norms", "layernorm"]) == 2
   assert capsys.readouterr().err.startswith("lnorm: error: Unknown normalizer 'layernorm'.")
+
+
+@pytest.mark.parametrize("change, verdict", [
+    (invariance.INVARIANT_TOL * 0.999, True),
+    (invariance.INVARIANT_TOL, None),  # At the threshold: not below it, so undecided.
+    (invariance.CHANGED_TOL, None),  # At the other: not above it either.
+    (invariance.CHANGED_TOL * 1.001, False),
+])
+def test_classify_at_its_thresholds(change, verdict):
+  assert invariance.classify(change) is verdict

@@ -320,3 +320,46 @@ def test_a_normalizer_that_divides_by_zero_in_an_lstm_is_named_as_the_cause(user
   assert "docs/extending.md" in err and "Add an eps inside it" in err
   assert "Lower the learning rate" not in err and "step None" not in err
   assert err.endswith("No checkpoint was saved yet: a rerun starts over.\n")
+
+
+
+def test_axes_whose_permutation_is_not_its_own_inverse_come_back_in_place(user_module):
+  # Axis 1 of [B, C, H, W] normalized: moved last, (0, 2, 3, 1), whose inverse
+  # (0, 3, 1, 2) differs from it (the conv test's axes (1, 2, 3) and the default -1
+  # move nothing, so the inverse went untested).
+  x = _x((2, 5, 3, 4))
+  layer = make_norm(f"{user_module}:centred", {"axes": (1,)}).layer()
+  y = np.asarray(layer.apply(layer.init(jax.random.key(0), x), x))
+  mean = np.asarray(x).mean(axis=1, keepdims=True)
+  var = np.asarray(x).var(axis=1, keepdims=True)
+  np.testing.assert_allclose(y, (np.asarray(x) - mean) / np.sqrt(var + 1e-5), rtol=1e-4,
+                             atol=1e-5)
+
+
+def test_a_missing_package_and_a_missing_submodule_each_name_what_is_missing(tmp_path,
+                                                                             monkeypatch):
+  # The package is missing: the path advice. The package is there but not the
+  # submodule: the same advice, naming the submodule. An import inside the user's
+  # file that fails: not called a missing module.
+  with pytest.raises(UserNormError) as e:
+    make_norm("no_such_pkg_q.norms:f")
+  assert str(e.value) == (
+      "norm='no_such_pkg_q.norms:f': no module 'no_such_pkg_q.norms' on the Python path. "
+      "Put the folder holding no_such_pkg_q/norms.py on PYTHONPATH (PYTHONPATH=/that/"
+      "folder lnorm train ...).")
+  (tmp_path / "pkg_q").mkdir()
+  (tmp_path / "pkg_q" / "__init__.py").write_text("")
+  (tmp_path / "pkg_q" / "inside.py").write_text("import not_installed_pkg_r\n")
+  monkeypatch.syspath_prepend(str(tmp_path))
+  try:
+    with pytest.raises(UserNormError) as e:
+      make_norm("pkg_q.nope:f")
+    assert str(e.value).startswith("norm='pkg_q.nope:f': no module 'pkg_q.nope' on the "
+                                   "Python path. Put the folder holding pkg_q/nope.py")
+    with pytest.raises(UserNormError) as e:
+      make_norm("pkg_q.inside:f")
+    assert str(e.value) == ("norm='pkg_q.inside:f': importing 'pkg_q.inside' failed: No "
+                            "module named 'not_installed_pkg_r'")
+  finally:
+    for name in ("pkg_q", "pkg_q.nope", "pkg_q.inside"):
+      sys.modules.pop(name, None)
