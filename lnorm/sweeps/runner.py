@@ -306,7 +306,7 @@ def _run_members(config_spec, space, workdir, members, configs, extra, parallel,
           o = one((i, m))
           if o is not None:
             outcomes[m.name] = o
-          if o is None or o.status == "interrupted" or preemption.stopping():
+          if o is None or o.status == "interrupted":  # None: the sweep was stopped.
             stop.set()
             break
       else:
@@ -321,7 +321,7 @@ def _run_members(config_spec, space, workdir, members, configs, extra, parallel,
             o = future.result()
             if o is not None:
               outcomes[o.member.name] = o
-            if o is None or o.status == "interrupted" or preemption.stopping():
+            if o is None or o.status == "interrupted":
               stop.set()
         except KeyboardInterrupt:
           stop.set()  # The running members got the Ctrl-C too and are saving.
