@@ -220,3 +220,14 @@ def test_at_the_threshold_the_settings_share_one_panel(many_settings, monkeypatc
   plotting.plot_seed_bands(runs, ["test/error"], "unused")
   (ax,) = captured["fig"].axes
   assert len(ax.get_lines()) == plotting.MAX_BANDS_PER_PANEL
+
+
+def test_the_same_records_draw_the_same_bytes(three_seeds, tmp_path):
+  # A regenerated figure must show in a diff only when what it draws changed: no date
+  # in the SVG, no random element ids.
+  runs = load_runs([three_seeds])
+  first = plotting.plot_seed_bands(runs, ["test/error"], str(tmp_path / "a"))
+  second = plotting.plot_seed_bands(runs, ["test/error"], str(tmp_path / "b"))
+  for a, b in zip(first, second):
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+      assert fa.read() == fb.read(), os.path.basename(a)

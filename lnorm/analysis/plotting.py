@@ -41,7 +41,10 @@ def _save(fig, out: str) -> list[str]:
   os.makedirs(os.path.dirname(os.path.abspath(base)), exist_ok=True)
   paths = [base + ".png", base + ".svg"]
   fig.savefig(paths[0], dpi=120, bbox_inches="tight")
-  fig.savefig(paths[1], bbox_inches="tight")
+  # No date and fixed element ids: the same records draw the same bytes, so that a
+  # regenerated figure shows in a diff only when what it draws changed.
+  with _pyplot().rc_context({"svg.hashsalt": "lnorm"}):
+    fig.savefig(paths[1], bbox_inches="tight", metadata={"Date": None})
   _pyplot().close(fig)
   return paths
 
