@@ -8,6 +8,7 @@ function that tests can call too.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import importlib.util
 import logging
@@ -33,7 +34,7 @@ COMMANDS = {
     "benchmark": ("lnorm.commands.benchmark",
                   "Run the claim suite (every experiment by normalizer and seed) and "
                   "report a verdict per claim."),
-    "invariance": ("lnorm.evaluation.invariance",
+    "invariance": ("lnorm.commands.invariance",
                    "Measure LN paper Table 1, with RMSNorm's rows (invariance under "
                    "re-scaling and re-centering)."),
     "sample": ("lnorm.commands.sample",
@@ -104,6 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     return INTERRUPTED_EXIT_CODE
   except UserError as e:
     print(f"lnorm: error: {e}", file=sys.stderr)
+    return 2
+  except OSError as e:
+    if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+      raise
+    # A record or log written while the disk filled; checkpoints say so themselves.
+    print(f"lnorm: error: the disk is full: could not write {e.filename or 'a file'}. "
+          "Free space on that disk and rerun the same command: a run resumes from its "
+          "last complete checkpoint.", file=sys.stderr)
     return 2
 
 

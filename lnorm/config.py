@@ -11,6 +11,7 @@ import ast
 import difflib
 import importlib.util
 import pathlib
+import traceback
 from typing import Any, Iterable, Sequence
 
 import ml_collections
@@ -93,6 +94,13 @@ def _literal(raw: str) -> Any:
     return raw
 
 
+def is_import_path(name: Any) -> bool:
+  """Whether a ``norm`` value names a normalizer by import path (``module:attribute``)
+  rather than by a registered name. Here, without JAX, for the commands that only
+  plan runs (``lnorm benchmark``); ``lnorm.normalization`` loads such a normalizer."""
+  return isinstance(name, str) and ":" in name
+
+
 def resolve_config_path(path: str) -> pathlib.Path:
   """A config path as given, else relative to the repository's configs/ folder."""
   candidates = [pathlib.Path(path)]
@@ -123,9 +131,29 @@ def load_config(spec: str) -> ml_collections.ConfigDict:
   module = load_config_module(path)
   if not hasattr(module, "get_config"):
     raise ConfigError(f"{path} defines no get_config(arg).")
-  config = module.get_config(arg or None)
+  try:
+    config = module.get_config(arg or None)
+  except ConfigError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except  (a config's own arithmetic)
+    raise ConfigError(_get_config_failed(spec, arg, e)) from None
   config.lock()
   return config
+
+
+def _get_config_failed(spec: str, arg: str, error: Exception) -> str:
+  """One line for a config file whose get_config fails on its argument: the error,
+  the line of the config file it came from, and the argument's values to check (a
+  config may divide by ``batch_size`` before any bounds check sees it)."""
+  path = str(resolve_config_path(spec.partition(":")[0]))
+  frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == path]
+  where = f" at line {frames[-1].lineno} of {path} (`{frames[-1].line}`)" if frames else ""
+  message = f"--config {spec}: get_config failed with {type(error).__name__}: {error}{where}."
+  zeros = [item.strip() for item in (arg or "").split(",")
+           if item.partition("=")[2].strip() in ("0", "0.0")]
+  if isinstance(error, ZeroDivisionError) and zeros:
+    return message + f" Give {', '.join(zeros)} a positive value."
+  return message + " Check the values after the colon." if arg else message
 
 
 def apply_overrides(config: ml_collections.ConfigDict, overrides: dict[str, str]) -> None:

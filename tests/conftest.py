@@ -10,6 +10,7 @@ import jax
 import pytest
 
 from lnorm import data
+from tests import quick_tier
 
 pytest_plugins = ("pytester",)  # tests/test_data_real.py runs the marker in a sub-session.
 
@@ -29,6 +30,14 @@ def pytest_configure(config):
   config.addinivalue_line(
       "markers", f"real_data(*relpath): reads $LNORM_DATA_DIR/<relpath>; skipped when it "
       f"is missing, failed when {REQUIRE_DATA_ENV}=1")
+
+
+def pytest_collection_modifyitems(config, items):
+  """Marks the quick tier (``tests/quick_tier.py``): ``pytest -m quick -n 2``."""
+  del config
+  for item in items:
+    if quick_tier.is_quick(item):
+      item.add_marker(pytest.mark.quick)
 
 
 def pytest_runtest_setup(item):

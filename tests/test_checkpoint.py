@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import pytest
 
 from lnorm.errors import UserError
+from lnorm.training import checkpoint
 from lnorm.training.checkpoint import Checkpointer, abstract_like, restore_latest
 
 
@@ -23,3 +24,95 @@ def test_restores_the_latest_state_and_its_step(tmp_path):
   checkpointer.close()
   state, step = restore_latest(str(tmp_path), abstract_like({"w": jnp.zeros((2,))}))
   assert step == 7 and jax.device_get(state["w"]).tolist() == [7.0, 7.0]
+
+
+# --- a full disk (issue 45, item 4) ----------------------------------------------------------
+
+
+def _free(monkeypatch, free_bytes):
+  import collections  # pylint: disable=g-import-not-at-top
+  usage = collections.namedtuple("usage", "total used free")
+  monkeypatch.setattr(checkpoint.shutil, "disk_usage",
+                      lambda path: usage(10**12, 10**12 - free_bytes, free_bytes))
+
+
+STATE = {"w": jnp.zeros((1000, 1000))}  # 4 MB of float32.
+NEEDED = 4_000_000 + (1 << 20)  # Its bytes and the overhead allowed for.
+
+
+@pytest.mark.parametrize("free, refused", [(NEEDED - 1, True), (NEEDED, False)])
+def test_a_checkpoint_the_disk_cannot_hold_is_refused_before_orbax_writes(tmp_path,
+                                                                           monkeypatch,
+                                                                           free, refused):
+  _free(monkeypatch, free)
+  checkpointer = Checkpointer(str(tmp_path))
+  try:
+    if not refused:
+      checkpointer.save(5, STATE, {})
+      checkpointer.wait()
+      assert checkpointer.latest_step() == 5
+      return
+    with pytest.raises(checkpoint.DiskFullError) as e:
+      checkpointer.save(5, STATE, {})
+  finally:
+    checkpointer.close()
+  assert str(e.value) == (
+      f"No room for a checkpoint in {tmp_path / 'checkpoints'}: a checkpoint of this run "
+      f"takes about 5.0 MB and the disk has {(NEEDED - 1) / 1e6:.1f} MB free. Free space "
+      "on that disk, or use a --workdir on another one, and rerun the same command: it "
+      "starts over, as no checkpoint was saved.")
+  assert checkpointer.latest_step() is None
+
+
+def test_a_disk_that_fills_during_a_write_names_the_last_complete_checkpoint(tmp_path,
+                                                                            monkeypatch):
+  checkpointer = Checkpointer(str(tmp_path))
+  checkpointer.save(3, {"w": jnp.zeros((2,))}, {})
+  checkpointer.wait()
+
+  def orbax_out_of_space():
+    raise ValueError('RESOURCE_EXHAUSTED: Error writing "params/0": Failed to write 1882894 '
+                     "bytes to file 16: No space left on device [os_error_code='28']")
+
+  monkeypatch.setattr(checkpointer._manager, "wait_until_finished", orbax_out_of_space)  # pylint: disable=protected-access
+  with pytest.raises(checkpoint.DiskFullError, match=(
+      "the disk filled while it was written. .* it resumes from the last complete "
+      r"checkpoint \(step 3\)")):
+    checkpointer.wait()
+  monkeypatch.setattr(checkpointer._manager, "wait_until_finished",  # pylint: disable=protected-access
+                      lambda: (_ for _ in ()).throw(ValueError("another failure")))
+  with pytest.raises(ValueError, match="another failure"):  # Not taken for a full disk.
+    checkpointer.wait()
+  monkeypatch.undo()
+  checkpointer.close()
+
+
+def test_lnorm_train_on_a_full_disk_stops_before_training_with_one_line(tmp_path, capsys,
+                                                                         monkeypatch):
+  from lnorm import cli  # pylint: disable=g-import-not-at-top
+  _free(monkeypatch, 200_000)
+  workdir = tmp_path / "run"
+  assert cli.main(["train", "--config", "configs/perm_mnist.py:smoke=true", "--workdir",
+                   str(workdir), "--config.progress_bar=false"]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f"lnorm: error: No room for a checkpoint in {workdir / 'checkpoints'}:")
+  assert err.count("\n") == 1
+  assert not (workdir / "metrics.jsonl").exists()  # Nothing trained that would be lost.
+
+
+def test_a_record_written_on_a_full_disk_is_one_line(tmp_path, capsys, monkeypatch):
+  import errno  # pylint: disable=g-import-not-at-top
+  from lnorm import cli  # pylint: disable=g-import-not-at-top
+  from lnorm.training import metrics_writer  # pylint: disable=g-import-not-at-top
+
+  def full(self, step, metrics):
+    raise OSError(errno.ENOSPC, "No space left on device", f"{self.workdir}/metrics.jsonl")
+
+  monkeypatch.setattr(metrics_writer.MetricWriter, "write", full)
+  workdir = tmp_path / "run"
+  assert cli.main(["train", "--config", "configs/perm_mnist.py:smoke=true", "--workdir",
+                   str(workdir), "--config.progress_bar=false"]) == 2
+  assert capsys.readouterr().err == (
+      f"lnorm: error: the disk is full: could not write {workdir}/metrics.jsonl. Free space "
+      "on that disk and rerun the same command: a run resumes from its last complete "
+      "checkpoint.\n")

@@ -50,3 +50,38 @@ def test_a_value_outside_its_choices_is_named_with_the_valid_ones():
                           choices={"scale": ("paper", "cpu")}) == {"scale": "cpu"}
   with pytest.raises(ConfigError, match=r"Unknown scale 'gpu'\. Valid choices: paper, cpu\."):
     parse_arg_string("scale=gpu", {"scale": "paper"}, choices={"scale": ("paper", "cpu")})
+
+
+# --- a config whose own arithmetic fails on its argument (issue 45, item 4) ----------------
+
+
+def test_batch_size_zero_in_the_config_argument_is_one_line_naming_it():
+  # perm_mnist divides 256 by the batch size before any bounds check sees it.
+  with pytest.raises(ConfigError) as e:
+    config_lib.load_config("configs/perm_mnist.py:norm=ln,batch_size=0")
+  path = config_lib.resolve_config_path("configs/perm_mnist.py")
+  assert str(e.value) == (
+      "--config configs/perm_mnist.py:norm=ln,batch_size=0: get_config failed with "
+      f"ZeroDivisionError: integer division or modulo by zero at line 44 of {path} "
+      "(`c.steps_per_call = max(1, 256 // c.batch_size)`). Give batch_size=0 a positive "
+      "value.")
+
+
+def test_a_config_that_fails_otherwise_says_to_check_its_argument(tmp_path):
+  (tmp_path / "mine.py").write_text(
+      "def get_config(arg=None):\n"
+      "  width = int(arg.partition('=')[2])\n"
+      "  return [1, 2][width]\n")
+  with pytest.raises(ConfigError) as e:
+    config_lib.load_config(f"{tmp_path}/mine.py:width=5")
+  assert str(e.value) == (
+      f"--config {tmp_path}/mine.py:width=5: get_config failed with IndexError: list index "
+      f"out of range at line 3 of {tmp_path}/mine.py (`return [1, 2][width]`). Check the "
+      "values after the colon.")
+  # A division by zero where no value is 0: nothing to blame by name.
+  (tmp_path / "odd.py").write_text(
+      "def get_config(arg=None):\n"
+      "  return 1 // (int(arg.partition('=')[2]) - 5)\n")
+  with pytest.raises(ConfigError, match=r"ZeroDivisionError.*Check the values after the "
+                     r"colon\.$"):
+    config_lib.load_config(f"{tmp_path}/odd.py:width=5")

@@ -49,6 +49,9 @@ def test_the_format_round_trips():
     (lambda lines: lines[:22 + 5] + lines[22 + 6:], "example at line 23 has 20 lines"),
     (lambda lines: lines[:22 + 20] + [lines[42].replace("XXXXX", "Ben")] + lines[43:],
      "line 43 .*query holds 0 XXXXX"),
+    # Two blanks, and nothing else wrong (issue 45: a query malformed one way only).
+    (lambda lines: lines[:22 + 20] + [lines[42].replace("smiled", "XXXXX")] + lines[43:],
+     "line 43 .*query holds 2 XXXXX, not one"),
     (lambda lines: lines[:42] + [lines[42].replace("\tBen\t", "\tZed\t")] + lines[43:],
      "line 43 .*answer 'Zed' is not among the candidates"),
     (lambda lines: lines[:42] + [lines[42].split("\t")[0]] + lines[43:],

@@ -59,6 +59,8 @@ def test_baselines_count_an_unanswerable_question_as_missed():
 @pytest.mark.parametrize("content, problem", [
     ("http://x\n\nonly a passage\n", "fewer than 7"),
     (GOOD.replace("@placeholder stayed", "nobody stayed"), "0 @placeholder"),
+    (GOOD.replace("@placeholder stayed home", "@placeholder stayed @placeholder"),
+     "holds 2 @placeholder, not one"),  # Two blanks, nothing else wrong.
     (GOOD.replace("\n@entity0\n", "\nMary\n", 1), "is not an @entityN"),
     (GOOD.replace("@entity2:Paris", "Paris is a city"), "is not @entityN:name"),
     ("http://x\nnot blank\np\n\nq @placeholder\n\n@entity0\n", "line 2 should be blank"),

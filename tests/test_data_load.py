@@ -130,10 +130,45 @@ def test_auto_prefers_files_over_embedded_and_records_why(tmp_path, caplog):
              for r in caplog.records)
 
 
-def test_auto_falls_back_to_embedded(tmp_path):
-  ds = data.load("mnist", config(tmp_path))
+def test_auto_falls_back_to_embedded_only_without_a_data_directory(monkeypatch):
+  monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
+  ds = data.load("mnist", config())
   assert ds.source == "embedded"
   assert [r.split(":")[0] for r in ds.resolution] == ["tfds", "files", "embedded"]
+
+
+@pytest.mark.parametrize("exists", [False, True], ids=["missing", "empty"])
+def test_a_data_directory_set_without_the_dataset_is_an_error_not_the_embedded_copy(
+    tmp_path, monkeypatch, exists):
+  # The user set a data directory: the embedded digits are not the data they meant.
+  directory = tmp_path / "data"
+  if exists:
+    (directory / "cifar10").mkdir(parents=True)  # Another dataset's folder only.
+  monkeypatch.setenv(data.DATA_DIR_ENV, str(directory))
+  with pytest.raises(data.DatasetNotFoundError) as e:
+    data.load("mnist", config())
+  state = "holds none of the mnist files" if exists else "does not exist"
+  assert (f"the data directory {directory} (set by $LNORM_DATA_DIR) {state}, so lnorm "
+          "does not fall back to the copy shipped with it") in str(e.value)
+  assert str(directory / "mnist") in str(e.value)  # What was looked for, and where.
+  assert ("or, for the embedded copy shipped with lnorm, unset LNORM_DATA_DIR or pass "
+          "--config.data.source=embedded.") in str(e.value)
+
+
+def test_a_data_directory_in_the_config_is_named_as_the_config_field(tmp_path, monkeypatch):
+  monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
+  with pytest.raises(data.DatasetNotFoundError) as e:
+    data.load("mnist", config(tmp_path / "nope"))
+  assert f"(set by data_dir '{tmp_path / 'nope'}' in the config) does not exist" in str(e.value)
+  assert "leave data_dir unset or pass --config.data.source=embedded" in str(e.value)
+
+
+def test_derived_binarized_mnist_does_not_fall_back_under_a_data_directory(tmp_path,
+                                                                           monkeypatch):
+  # DRAW's 'derived' source reads MNIST through the same rule.
+  monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path))
+  with pytest.raises(data.DatasetNotFoundError, match="holds none of the mnist files"):
+    data.load("binarized_mnist", config(source="derived"))
 
 
 def test_auto_does_not_skip_a_malformed_file(tmp_path):
@@ -178,7 +213,8 @@ def test_missing_data_dir_is_said():
     data.load("imdb", config(source="files"))
 
 
-def test_auto_says_why_it_passed_over_each_source_in_single_parentheses():
+def test_auto_says_why_it_passed_over_each_source_in_single_parentheses(monkeypatch):
+  monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
   ds = data.load("mnist", config())
   assert ds.source == "embedded"
   assert ds.resolution == [

@@ -47,8 +47,34 @@ def test_the_document_names_the_file_it_defines():
   command = train_command("configs/perm_mnist.py")
   assert f"norm={module}:my_norm" in command[2]
   assert f"norm={module}:my_norm" in " ".join(train_command("configs/handwriting.py"))
-  assert (f"lnorm benchmark --experiments perm_mnist,handwriting "
-          f"--norms none,ln,{module}:my_norm") in _doc()
+  assert benchmark_command()[benchmark_command().index("--norms") + 1] == (
+      f"none,ln,{module}:my_norm")
+
+
+def benchmark_command() -> list[str]:
+  """The document's ``lnorm benchmark`` command, as arguments after ``lnorm``."""
+  for block in re.findall(r"```bash\n(.*?)```", _doc(), re.S):
+    for line in block.replace("\\\n", " ").splitlines():
+      if line.startswith("lnorm benchmark "):
+        return shlex.split(line)[1:]
+  raise AssertionError("docs/extending.md has no `lnorm benchmark` command")
+
+
+def test_the_documents_benchmark_trains_only_the_users_normalizer(tmp_path, capsys,
+                                                                  monkeypatch):
+  # The built-ins' records for the document's seeds are committed: the command left
+  # to run is the user's normalizer's, once per seed, and its records go beside its runs.
+  from lnorm import cli  # pylint: disable=g-import-not-at-top
+  name, source = user_file()
+  (tmp_path / name).write_text(source)
+  monkeypatch.syspath_prepend(str(tmp_path))
+  assert "is being built" not in _doc()
+  args = benchmark_command() + ["--workdir", str(tmp_path / "runs"), "--print-commands"]
+  assert cli.main(args) == 0
+  lines = capsys.readouterr().out.splitlines()
+  assert len(lines) == 3
+  assert all(f"--config.norm={name[:-3]}:my_norm" in line for line in lines)
+  assert "runs/benchmark/records/cpu/" in _doc()
 
 
 @pytest.mark.slow

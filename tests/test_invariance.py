@@ -94,3 +94,50 @@ def test_successors_are_printed_as_measured_not_judged(table):
   assert "ok" not in section and "MISMATCH" not in section
   # A successor's row never counts as a mismatch with a paper.
   assert all(norm not in invariance.SUCCESSORS for norm, _ in invariance.mismatches(table))
+
+
+# --- a normalizer named on the command line, the user's own included (issue 45) ------------
+
+
+def test_a_users_normalizer_gets_a_measured_row(tmp_path, monkeypatch, capsys):
+  # Max-abs scaling: invariant to every re-scaling of a row, to no re-centering.
+  (tmp_path / "inv_user_norms.py").write_text(
+      "import jax.numpy as jnp\n\n"
+      "def max_scaled(x):\n"
+      "  return x / (jnp.max(jnp.abs(x), axis=-1, keepdims=True) + 1e-5)\n")
+  monkeypatch.syspath_prepend(str(tmp_path))
+  assert cli.main(["invariance", "--norms", "inv_user_norms:max_scaled,none"]) == 0
+  out = capsys.readouterr().out
+  section = out.split("Asked for with --norms, measured (no published row to compare "
+                      "with):\n")[1].splitlines()
+  assert section[0].split() == ["transformation", "inv_user_norms:max_scaled", "none"]
+  verdicts = {line[:28].strip(): line[28:].split()[1::2] for line in section[1:]}
+  assert verdicts == {
+      "weight matrix re-scaling": ["invariant", "changes"],
+      "weight matrix re-centering": ["changes", "changes"],
+      "weight vector re-scaling": ["changes", "changes"],
+      "dataset re-scaling": ["invariant", "changes"],
+      "dataset re-centering": ["changes", "changes"],
+      "single case re-scaling": ["invariant", "changes"]}
+  assert "Matches LN paper Table 1" in out  # The papers' rows are judged as before.
+
+
+def test_a_normalizer_already_in_the_table_is_not_measured_twice(table):
+  again = invariance.measure_invariance_table(seed=0, more=["ln", "dyt"])
+  assert list(again) == list(table)
+  assert "Asked for with --norms" not in invariance.format_table(again)
+
+
+def test_an_unknown_normalizer_is_one_line(capsys):
+  assert cli.main(["invariance", "--norms", "layernorm"]) == 2
+  assert capsys.readouterr().err.startswith("lnorm: error: Unknown normalizer 'layernorm'.")
+
+
+@pytest.mark.parametrize("change, verdict", [
+    (invariance.INVARIANT_TOL * 0.999, True),
+    (invariance.INVARIANT_TOL, None),  # At the threshold: not below it, so undecided.
+    (invariance.CHANGED_TOL, None),  # At the other: not above it either.
+    (invariance.CHANGED_TOL * 1.001, False),
+])
+def test_classify_at_its_thresholds(change, verdict):
+  assert invariance.classify(change) is verdict

@@ -152,3 +152,14 @@ def test_lnorm_check_json_and_exit_code(capsys, monkeypatch):
   monkeypatch.setattr(lowering, "check", lambda *a, **k: dataclasses.replace(
       real_check(*a, **k), steps=[failed]))
   assert cli.main(argv) == 1
+
+
+
+def test_one_platform_failing_fails_the_step_and_the_check():
+  # With every platform failing (or none), "all lowered" and "any lowered" agree.
+  mixed = lowering.StepReport("train", 0, 0, {"cuda": None, "tpu": "ValueError: no"}, 0.0)
+  fine = lowering.StepReport("eval", 0, 0, {"cuda": None, "tpu": None}, 0.0)
+  assert not mixed.ok and fine.ok
+  report = lowering.CheckReport("perm_mnist", "ln", 1, 4, 4, {}, {}, [fine, mixed])
+  assert not report.ok
+  assert lowering.CheckReport("perm_mnist", "ln", 1, 4, 4, {}, {}, [fine, fine]).ok

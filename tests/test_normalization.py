@@ -626,3 +626,13 @@ def test_bln_fully_masked_position_stays_finite():
   value, grads = jax.value_and_grad(loss)(variables)
   assert np.isfinite(float(value))
   assert all(np.isfinite(np.asarray(g)).all() for g in jax.tree.leaves(grads))
+
+
+
+def test_prms_takes_its_eps_option():
+  # A head of small entries, so that eps 1e-2 against the default 1e-5 shows.
+  x = (_rng(5).normal(size=(3, 16)) * 0.05).astype(np.float32)
+  layer = make_norm("prms", {"eps": 1e-2, "p": 0.25}).layer()
+  y = np.asarray(layer.apply(layer.init(jax.random.key(0), x), x))
+  np.testing.assert_allclose(y, rms_ref(x, eps=1e-2, p=0.25), rtol=1e-4, atol=1e-5)
+  assert np.max(np.abs(y - rms_ref(x, eps=1e-5, p=0.25))) > 0.1

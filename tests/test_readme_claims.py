@@ -20,11 +20,41 @@ def readme() -> str:
     return f.read()
 
 
-def test_the_quick_test_subset_names_a_declared_marker():
-  assert 'pytest -n 2 -m "not slow"' in readme() and "about 10 minutes" in readme()
+def test_the_test_tiers_name_declared_markers():
+  assert "pytest -m quick -n 2" in readme() and "about 3 minutes" in readme()
+  assert "pytest -n 2`: every test" in readme() and "about 10 minutes" in readme()
   with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
     markers = tomllib.load(f)["tool"]["pytest"]["ini_options"]["markers"]
   assert any(m.startswith("slow:") for m in markers)
+  assert any(m.startswith("quick:") for m in markers)
+
+
+class _Item:
+  """What quick_tier.is_quick reads of a collected test: its id and its markers."""
+
+  def __init__(self, nodeid, *markers):
+    self.nodeid, self.markers = nodeid, markers
+
+  def get_closest_marker(self, name):
+    return name if name in self.markers else None
+
+
+@pytest.mark.parametrize("nodeid, markers, quick", [
+    ("tests/test_a.py::test_plain", (), True),
+    ("tests/test_a.py::test_plain", ("slow",), False),
+    ("tests/test_a.py::test_plain", ("real_data",), False),
+    ("tests/test_a.py::test_plain", ("slow", "quick"), True),  # Asked for by name.
+    ("tests/test_a.py::test_listed", (), False),  # Every case of a listed function.
+    ("tests/test_a.py::test_listed[1]", (), False),
+    ("tests/test_a.py::test_case[2]", (), False),  # A listed case...
+    ("tests/test_a.py::test_case[1]", (), True),  # ...and the others of its function.
+])
+def test_the_quick_tier_leaves_out_slow_real_data_and_listed_tests(monkeypatch, nodeid,
+                                                                   markers, quick):
+  from tests import quick_tier  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(quick_tier, "SLOW", frozenset({"test_a.py::test_listed",
+                                                     "test_a.py::test_case[2]"}))
+  assert quick_tier.is_quick(_Item(nodeid, *markers)) is quick
 
 
 CONFIGS = sorted(f[:-3] for f in os.listdir(os.path.join(REPO, "configs"))

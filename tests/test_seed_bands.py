@@ -99,8 +99,13 @@ def test_the_legend_names_diverged_seeds(tmp_path, monkeypatch):
   monkeypatch.setattr(plotting, "_save", lambda fig, out: captured.setdefault("fig", fig))
   plotting.plot_seed_bands(load_runs([root]), ["test/error"], "unused")
   (ax,) = captured["fig"].axes
-  assert sorted(line.get_label() for line in ax.get_lines()) == [
-      "norm=ln (2 seeds, 1 diverged)", "norm=none (1 seed, 1 diverged: no point all logged)"]
+  # Only what is drawn is in the legend (issue 45: an entry with no line was empty);
+  # the setting without a point is named in the legend's title.
+  assert [line.get_label() for line in ax.get_lines()] == ["norm=ln (2 seeds, 1 diverged)"]
+  legend = ax.get_legend()
+  assert [t.get_text() for t in legend.get_texts()] == ["norm=ln (2 seeds, 1 diverged)"]
+  assert legend.get_title().get_text() == (
+      "not drawn (no point that every seed logged):\nnorm=none (1 seed, 1 diverged)")
 
 
 def test_a_log_axis_starts_at_the_first_update(tmp_path, monkeypatch):
@@ -170,3 +175,75 @@ def test_benchmark_figures_draw_each_experiment_with_records(three_seeds, tmp_pa
   report = bench.build_report([plan], records, "cpu")
   paths = bench.write_figures(report, records, str(tmp_path / "figures"))
   assert sorted(os.path.basename(p) for p in paths) == ["perm_mnist.png", "perm_mnist.svg"]
+
+
+# --- readable with many settings (issue 45: the attentive reader's figure) -----------------
+
+
+def _window(artist, fig):
+  return artist.get_window_extent(fig.canvas.get_renderer())
+
+
+def test_the_legend_sits_outside_the_curves(three_seeds, monkeypatch):
+  captured = {}
+  monkeypatch.setattr(plotting, "_save", lambda fig, out: captured.setdefault("fig", fig))
+  plotting.plot_seed_bands(load_runs([three_seeds]), ["test/error"], "unused")
+  fig = captured["fig"]
+  fig.canvas.draw()
+  (ax,) = fig.axes
+  legend, axes = _window(ax.get_legend(), fig), _window(ax, fig)
+  assert legend.x0 >= axes.x1  # To the right of the axes, never over a curve.
+
+
+@pytest.fixture
+def many_settings(tmp_path):
+  """MAX_BANDS_PER_PANEL + 1 settings of two seeds, the last without a common point."""
+  root = str(tmp_path / "runs")
+  norms = ["none", "ln", "rms", "dyt"][:plotting.MAX_BANDS_PER_PANEL + 1]
+  for i, norm in enumerate(norms[:-1]):
+    for seed in (0, 1):
+      write_run(root, norm, seed, (0.5 - 0.1 * i, 0.4 - 0.1 * i, 0.3 - 0.1 * i + 0.01 * seed))
+  write_run(root, norms[-1], 0, (0.4, 0.3, 0.2))
+  write_run(root, norms[-1], 1, (0.4,), steps=(7,))  # No step in common with seed 0.
+  return root, norms
+
+
+def test_past_the_threshold_each_setting_gets_a_panel_over_the_others_in_grey(many_settings,
+                                                                              monkeypatch):
+  root, norms = many_settings
+  captured = {}
+  monkeypatch.setattr(plotting, "_save", lambda fig, out: captured.setdefault("fig", fig))
+  plotting.plot_seed_bands(load_runs([root]), ["test/error"], "unused")
+  panels = {ax.get_title(): ax for ax in captured["fig"].axes if ax.get_visible()}
+  assert sorted(panels) == sorted(f"norm={n} (2 seeds)" for n in norms)
+  for norm in norms[:-1]:
+    ax = panels[f"norm={norm} (2 seeds)"]
+    own = [line for line in ax.get_lines() if line.get_label().startswith(f"norm={norm}")]
+    grey = [line for line in ax.get_lines() if line.get_color() == "0.75"]
+    assert len(own) == 1 and own[0].get_color() == plotting.NORM_COLORS[norm]
+    assert len(grey) == len(norms) - 2  # The other drawn settings' means, behind.
+    assert len(ax.collections) == 1 and ax.get_legend() is None  # Its band; no legend.
+  last = panels[f"norm={norms[-1]} (2 seeds)"]  # No common point: its panel says so.
+  assert [t.get_text() for t in last.texts] == ["no point that every seed logged"]
+  assert not [l for l in last.get_lines() if l.get_color() != "0.75"]
+
+
+def test_at_the_threshold_the_settings_share_one_panel(many_settings, monkeypatch):
+  root, norms = many_settings
+  captured = {}
+  monkeypatch.setattr(plotting, "_save", lambda fig, out: captured.setdefault("fig", fig))
+  runs = [r for r in load_runs([root]) if r.config["norm"] != norms[-1]]
+  plotting.plot_seed_bands(runs, ["test/error"], "unused")
+  (ax,) = captured["fig"].axes
+  assert len(ax.get_lines()) == plotting.MAX_BANDS_PER_PANEL
+
+
+def test_the_same_records_draw_the_same_bytes(three_seeds, tmp_path):
+  # A regenerated figure must show in a diff only when what it draws changed: no date
+  # in the SVG, no random element ids.
+  runs = load_runs([three_seeds])
+  first = plotting.plot_seed_bands(runs, ["test/error"], str(tmp_path / "a"))
+  second = plotting.plot_seed_bands(runs, ["test/error"], str(tmp_path / "b"))
+  for a, b in zip(first, second):
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+      assert fa.read() == fb.read(), os.path.basename(a)

@@ -169,3 +169,20 @@ def test_report_select_prints_the_same_selection(sweep_dir, tmp_path, capsys):
   assert "| seed=0 | epoch 2, step 20 | 0.2 | 0.21 | 2.1 |" in text
   assert cli.main(["report", sweep_dir, "--select", "validation/bleu"]) == 2
   assert "No run logged validation/bleu" in capsys.readouterr().err
+
+
+
+def test_a_tie_between_two_steps_selects_the_first_and_its_test_value(tmp_path):
+  run = tmp_path / "tie"
+  run.mkdir()
+  (run / "config.json").write_text(json.dumps({"config": {"experiment": "x", "seed": 0},
+                                               "data": {}}))
+  (run / "metrics.jsonl").write_text("".join(json.dumps(p) + "\n" for p in [
+      {"step": 10, "validation/error": 0.3, "test/error": 0.35},
+      {"step": 20, "validation/error": 0.2, "test/error": 0.25},
+      {"step": 30, "validation/error": 0.2, "test/error": 0.15},  # Tied: not chosen.
+      {"step": 40, "validation/error": float("nan"), "test/error": 0.1}]))
+  from lnorm.analysis.runs import load_runs  # pylint: disable=g-import-not-at-top
+  (setting,) = selection.select(load_runs([str(tmp_path)]), "validation/error").settings
+  (choice,) = setting.runs
+  assert (choice.best, choice.step, choice.test) == (0.2, 20, {"test/error": 0.25})

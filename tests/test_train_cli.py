@@ -67,6 +67,20 @@ def test_mid_epoch_evaluation_leaves_training_unchanged(tmp_path):
     assert a[key] == b[key], key
 
 
+def test_evaluations_off_the_asked_steps_are_announced_and_fall_where_announced(tmp_path,
+                                                                               caplog):
+  # 500 updates per epoch in calls of 64: asked every 250, evaluated at 256 and 756.
+  workdir = str(tmp_path / "run")
+  with caplog.at_level("WARNING"):
+    assert run_cli("train", "--config", SMOKE, *FAST, "--workdir", workdir,
+                   "--config.steps_per_call=64", "--config.eval_every_steps=250",
+                   "--config.num_epochs=2") == 0
+  assert ("so the first evaluations fall at steps 256, 756, not 250, 750. To evaluate at "
+          "exactly those steps, set --config.steps_per_call=50") in caplog.text
+  mid = [r["step"] for r in _points(workdir) if "time/epoch_seconds" not in r]
+  assert mid == [256, 756]
+
+
 def _points(workdir):
   try:
     with open(os.path.join(workdir, "metrics.jsonl")) as f:
@@ -139,6 +153,19 @@ def test_missing_dataset_says_where_it_looked(tmp_path, capsys, monkeypatch):
   err = capsys.readouterr().err
   assert code == 2
   assert str(tmp_path / "empty") in err and "LNORM_DATA_DIR" in err
+
+
+def test_a_data_directory_that_does_not_exist_stops_the_quick_start(tmp_path, capsys,
+                                                                     monkeypatch):
+  # The command: it trained on the embedded digits and exited 0.
+  monkeypatch.setenv("LNORM_DATA_DIR", "/nonexistent")
+  code = run_cli("train", "--config", "configs/perm_mnist.py:norm=ln", "--workdir",
+                 str(tmp_path / "w"))
+  err = capsys.readouterr().err
+  assert code == 2, err
+  assert ("the data directory /nonexistent (set by $LNORM_DATA_DIR) does not exist, so "
+          "lnorm does not fall back to the copy shipped with it") in err
+  assert "Traceback" not in err and not epoch_records(str(tmp_path / "w"))
 
 
 def test_workdir_of_another_config_is_refused(tmp_path, capsys):

@@ -206,6 +206,44 @@ def test_schedule_adds_to_eval_every_steps():
   assert due_steps(schedule, 20, 300) == [20, 100, 200, 300]
 
 
+@pytest.mark.parametrize("every, per_call, expected", [
+    (256, 64, None),  # A multiple: every evaluation where asked.
+    (64, 64, None),  # At the threshold: equal.
+    (65, 64, [128, 192, 256]),  # Just past it: the next call ends.
+    (250, 64, [256, 512, 768]),  # The issue's case.
+])
+def test_misalignment_says_where_the_evaluations_fall(every, per_call, expected):
+  note = eval_schedule.misalignment(every, per_call, steps_per_epoch=10_000,
+                                    total_steps=20_000)
+  if expected is None:
+    assert note is None
+    return
+  asked = ", ".join(str(every * i) for i in (1, 2, 3))
+  assert note == (
+      f"eval_every_steps={every} with steps_per_call={per_call}: the loop evaluates between "
+      f"jitted calls of {per_call} updates, at the first call end at or after each multiple "
+      f"of {every}, so the first evaluations fall at steps {', '.join(map(str, expected))}, "
+      f"not {asked}. To evaluate at exactly those steps, set --config.steps_per_call="
+      f"{max(d for d in range(1, per_call + 1) if every % d == 0)} (a divisor of {every}).")
+
+
+def test_misalignment_of_a_run_shorter_than_one_call():
+  # max_steps=10 in calls of 64: the one call ends the run, and 5 is never evaluated.
+  assert eval_schedule.misalignment(5, 64, steps_per_epoch=1000, total_steps=10).endswith(
+      "so the first evaluations fall at no step before the run's end at step 10, not 5. "
+      "To evaluate at exactly those steps, set --config.steps_per_call=5 (a divisor of 5).")
+  assert eval_schedule.misalignment(0, 64, 1000, 10) is None  # No schedule, nothing to say.
+  # Multiples at epoch ends are the epoch records': not asked of the mid-epoch schedule.
+  assert eval_schedule.misalignment(100, 64, steps_per_epoch=100, total_steps=1000) is None
+
+
+def test_mid_epoch_steps_restart_their_calls_at_each_epoch():
+  # Epochs of 500 in calls of 64: 448 then a call of 52 ends the epoch; epoch 2's calls
+  # end at 564, ..., 756 (past 750).
+  schedule = eval_schedule.EvalSchedule(250, 0, 1000)
+  assert eval_schedule.mid_epoch_steps(schedule, 64, 500, 1000, until=1000) == [256, 756]
+
+
 def test_schedule_refuses_negative_values():
   with pytest.raises(ConfigError, match="eval_points_per_decade=-1"):
     eval_schedule.EvalSchedule(every_steps=0, points_per_decade=-1, last_step=10)
@@ -310,6 +348,51 @@ def test_check_finite_names_the_first_bad_step_and_what_went_bad():
                      "checkpoint is at step 8"):
     records.check_finite(_call([1.0, 2.0, 3.0], grad_norm=np.inf), step=10, epoch=0,
                          last_checkpoint=8)
+
+
+SUSPECT = "The likely cause is the normalizer my_norms:f: ..."
+
+
+@pytest.mark.parametrize("step, losses, grad_norm, blamed", [
+    (0, [np.nan, 1.0], 1.0, "before any update"),  # The initial model: not the rate.
+    (0, [1.0, np.nan], 1.0, "first call"),  # After one update, in the first call.
+    (0, [1.0, 2.0], np.nan, "first call"),  # A gradient that is not finite at once.
+    (2, [np.nan, 1.0], 1.0, "rate"),  # A later call: the learning rate, as before.
+])
+def test_check_finite_blames_the_normalizer_only_at_the_start(step, losses, grad_norm,
+                                                             blamed):
+  with pytest.raises(DivergenceError) as e:
+    records.check_finite(_call(losses, grad_norm), step=step, epoch=0, last_checkpoint=None,
+                         suspect=SUSPECT)
+  message = str(e.value)
+  assert ("This is before any update, so the learning rate is not the cause: the initial "
+          f"model's loss is not finite. {SUSPECT}" in message) == (blamed == "before any update")
+  assert (f"{SUSPECT} If it is not that, lower the learning rate" in message) == (
+      blamed == "first call")
+  assert message.count("learning rate") == 1
+  assert message.endswith("No checkpoint was saved yet: a rerun starts over.")
+
+
+def test_check_finite_without_a_suspect_keeps_the_learning_rate_advice():
+  with pytest.raises(DivergenceError, match=r"step 0 \(epoch 1\)\. This is before any "
+                     r"update.*Check the model's inputs and its normalizer\."):
+    records.check_finite(_call([np.nan]), step=0, epoch=0, last_checkpoint=None)
+  with pytest.raises(DivergenceError, match=r"step 1 \(epoch 1\)\. Lower the learning rate"):
+    records.check_finite(_call([1.0, np.nan]), step=0, epoch=0, last_checkpoint=None)
+
+
+@pytest.mark.parametrize("norm, options, expected", [
+    ("none", {}, None),
+    ("ln", {"ln": {"eps": 1e-5}}, None),  # A positive eps: nothing points at it.
+    ("rms", {"rms": {"eps": 0.0}}, "norm=rms with norm_options.rms.eps=0"),
+    ("rms", {"rms": {"eps": 1e-12}}, None),  # Tiny but positive.
+    ("my_norms:f", {}, "the normalizer my_norms:f: on an all-zero row"),
+])
+def test_the_normalizer_suspected_of_a_loss_that_is_not_finite(norm, options, expected):
+  suspect = records.normalizer_suspect(norm, options)
+  assert (suspect is None) == (expected is None)
+  if expected:
+    assert expected in suspect
 
 
 def test_the_last_epoch_record_skips_mid_epoch_points(tmp_path):

@@ -41,6 +41,20 @@ def halve(x):
   return x[..., : x.shape[-1] // 2]
 
 
+def to_half(x):
+  return centred(x).astype(jnp.float16)
+
+
+def in_float32_back_to_its_dtype(x):
+  """Computes in float32 and gives back the input's dtype: accepted."""
+  return centred(x.astype(jnp.float32)).astype(x.dtype)
+
+
+def max_scaled(x):
+  """No eps: 0/0 on an all-zero row (docs/extending.md, 'No mask')."""
+  return x / jnp.max(jnp.abs(x), axis=-1, keepdims=True)
+
+
 class Gained(nn.Module):
   """tanh with a learned gain per feature."""
 
@@ -173,7 +187,8 @@ def test_missing_module_names_it_and_the_fix():
 def test_missing_attribute_names_it_and_lists_the_module(user_module):
   with pytest.raises(UserNormError,
                      match=r"has no attribute 'my_norm'\. It defines: Gained, NeedsWidth, "
-                           r"NotAModule, centred, halve"):
+                           r"NotAModule, centred, halve, in_float32_back_to_its_dtype, "
+                           r"max_scaled, to_half"):
     make_norm(f"{user_module}:my_norm")
 
 
@@ -182,6 +197,20 @@ def test_shape_changing_normalizer_is_refused_by_name(user_module):
   with pytest.raises(UserNormError, match=rf"{user_module}:halve \(function\) changed the "
                                           r"shape of its input from \(2, 6\) to \(2, 3\)"):
     layer.init(jax.random.key(0), _x((2, 6)))
+
+
+def test_a_normalizer_that_changes_the_dtype_is_refused_by_name(user_module):
+  layer = make_norm(f"{user_module}:to_half").layer()
+  with pytest.raises(UserNormError) as e:
+    layer.init(jax.random.key(0), _x((2, 6)))
+  assert str(e.value) == (
+      f"The normalizer {user_module}:to_half (function) returned float16 for float32 "
+      "activations: a normalizer must keep the dtype of its input (compute in float32 if "
+      "you like, and return y.astype(x.dtype)).")
+  # Keeping the input's dtype passes, for bfloat16 input too.
+  layer = make_norm(f"{user_module}:in_float32_back_to_its_dtype").layer()
+  x = _x((2, 6)).astype(jnp.bfloat16)
+  assert layer.apply(layer.init(jax.random.key(0), x), x).dtype == jnp.bfloat16
 
 
 def test_shape_change_inside_a_cell_is_refused_too(user_module):
@@ -261,6 +290,7 @@ def test_bln_cifar_gives_the_conv_maps_lns_axes():
 
 @pytest.mark.parametrize("attribute, message", [
     ("halve", "changed the shape of its input from (128, 32) to (128, 16)"),
+    ("to_half", "returned float16 for float32 activations"),
     ("my_norm", "has no attribute 'my_norm'"),
 ])
 def test_lnorm_train_reports_a_bad_normalizer(user_module, tmp_path, capsys, attribute,
@@ -272,3 +302,64 @@ def test_lnorm_train_reports_a_bad_normalizer(user_module, tmp_path, capsys, att
   err = capsys.readouterr().err
   assert code == 2
   assert message in err and "Traceback" not in err
+
+
+def test_a_normalizer_that_divides_by_zero_in_an_lstm_is_named_as_the_cause(user_module,
+                                                                            tmp_path, capsys):
+  # The LSTM's zero initial state is an all-zero row: the issue's run was told to lower
+  # the learning rate, and that "the last good checkpoint is at step None".
+  code = cli.main(["train", "--config",
+                   f"configs/handwriting.py:norm={user_module}:max_scaled,smoke=true",
+                   "--workdir", str(tmp_path / "run"), "--config.max_steps=2",
+                   "--config.progress_bar=false"])
+  err = capsys.readouterr().err
+  assert code == 2, err
+  assert err.startswith("lnorm: error: The loss became nan at training step 0 (epoch 1). "
+                        "This is before any update, so the learning rate is not the cause")
+  assert f"The likely cause is the normalizer {user_module}:max_scaled: on an all-zero row" in err
+  assert "docs/extending.md" in err and "Add an eps inside it" in err
+  assert "Lower the learning rate" not in err and "step None" not in err
+  assert err.endswith("No checkpoint was saved yet: a rerun starts over.\n")
+
+
+
+def test_axes_whose_permutation_is_not_its_own_inverse_come_back_in_place(user_module):
+  # Axis 1 of [B, C, H, W] normalized: moved last, (0, 2, 3, 1), whose inverse
+  # (0, 3, 1, 2) differs from it (the conv test's axes (1, 2, 3) and the default -1
+  # move nothing, so the inverse went untested).
+  x = _x((2, 5, 3, 4))
+  layer = make_norm(f"{user_module}:centred", {"axes": (1,)}).layer()
+  y = np.asarray(layer.apply(layer.init(jax.random.key(0), x), x))
+  mean = np.asarray(x).mean(axis=1, keepdims=True)
+  var = np.asarray(x).var(axis=1, keepdims=True)
+  np.testing.assert_allclose(y, (np.asarray(x) - mean) / np.sqrt(var + 1e-5), rtol=1e-4,
+                             atol=1e-5)
+
+
+def test_a_missing_package_and_a_missing_submodule_each_name_what_is_missing(tmp_path,
+                                                                             monkeypatch):
+  # The package is missing: the path advice. The package is there but not the
+  # submodule: the same advice, naming the submodule. An import inside the user's
+  # file that fails: not called a missing module.
+  with pytest.raises(UserNormError) as e:
+    make_norm("no_such_pkg_q.norms:f")
+  assert str(e.value) == (
+      "norm='no_such_pkg_q.norms:f': no module 'no_such_pkg_q.norms' on the Python path. "
+      "Put the folder holding no_such_pkg_q/norms.py on PYTHONPATH (PYTHONPATH=/that/"
+      "folder lnorm train ...).")
+  (tmp_path / "pkg_q").mkdir()
+  (tmp_path / "pkg_q" / "__init__.py").write_text("")
+  (tmp_path / "pkg_q" / "inside.py").write_text("import not_installed_pkg_r\n")
+  monkeypatch.syspath_prepend(str(tmp_path))
+  try:
+    with pytest.raises(UserNormError) as e:
+      make_norm("pkg_q.nope:f")
+    assert str(e.value).startswith("norm='pkg_q.nope:f': no module 'pkg_q.nope' on the "
+                                   "Python path. Put the folder holding pkg_q/nope.py")
+    with pytest.raises(UserNormError) as e:
+      make_norm("pkg_q.inside:f")
+    assert str(e.value) == ("norm='pkg_q.inside:f': importing 'pkg_q.inside' failed: No "
+                            "module named 'not_installed_pkg_r'")
+  finally:
+    for name in ("pkg_q", "pkg_q.nope", "pkg_q.inside"):
+      sys.modules.pop(name, None)

@@ -152,3 +152,58 @@ def test_a_file_system_without_locks_warns_and_goes_on(tmp_path, monkeypatch, ca
   with workdir_lock.hold(str(tmp_path), "lnorm train"):
     ran.append(True)
   assert ran and "does not support locks" in caplog.text
+
+
+# --- read-only, over-long and full (issue 45, item 4): one line each -----------------------
+
+
+def test_a_workdir_on_a_read_only_file_system_is_one_line(tmp_path, capsys, monkeypatch):
+  # Root writes through chmod, not through a read-only mount: the mount is what counts.
+  import errno  # pylint: disable=g-import-not-at-top
+  real_makedirs = os.makedirs
+
+  def read_only_below(path, *args, **kwargs):
+    if str(path).startswith(str(tmp_path / "ro")):
+      raise OSError(errno.EROFS, "Read-only file system", str(path))
+    return real_makedirs(path, *args, **kwargs)
+
+  monkeypatch.setattr(workdir_lock.os, "makedirs", read_only_below)
+  assert cli.main(["train", "--config", SMOKE, "--workdir", str(tmp_path / "ro" / "run")]) == 2
+  err = capsys.readouterr().err
+  assert err == (f"lnorm: error: --workdir {tmp_path / 'ro' / 'run'} cannot be made: it is on "
+                 "a read-only file system. Choose a --workdir on a disk you can write to.\n")
+
+
+def test_an_existing_workdir_on_a_read_only_mount_says_so(tmp_path, capsys, monkeypatch):
+  real_statvfs = os.statvfs
+
+  class ReadOnly:
+    def __init__(self, path):
+      self.f_flag = real_statvfs(path).f_flag | os.ST_RDONLY
+
+  monkeypatch.setattr(workdir_lock.os, "statvfs", ReadOnly)
+  assert cli.main(["train", "--config", SMOKE, "--workdir", str(tmp_path)]) == 2
+  assert capsys.readouterr().err == (
+      f"lnorm: error: --workdir {tmp_path} is on a read-only file system: choose a "
+      "--workdir on a disk you can write to.\n")
+
+
+@pytest.mark.parametrize("length, refused", [(255, False), (256, True), (300, True)])
+def test_a_workdir_name_longer_than_the_file_system_allows_is_one_line(tmp_path, capsys,
+                                                                       length, refused):
+  name = "a" * length
+  if not refused:  # At the limit: made.
+    assert workdir_lock.make_workdir(str(tmp_path / name / "run")) == str(tmp_path / name / "run")
+    return
+  assert cli.main(["train", "--config", SMOKE, "--workdir", str(tmp_path / name)]) == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and "Traceback" not in err
+  assert (f"a folder name may have at most 255 bytes, and {'a' * 40}...{'a' * 40} has "
+          f"{length}. Choose a shorter --workdir.") in err
+  assert not os.path.exists(tmp_path / name[:255])
+
+
+def test_a_name_counts_in_bytes_not_characters(tmp_path):
+  # 128 two-byte letters: 128 characters, 256 bytes.
+  with pytest.raises(UserError, match="at most 255 bytes, and .* has 256"):
+    workdir_lock.make_workdir(str(tmp_path / ("é" * 128)))

@@ -45,48 +45,7 @@ from lnorm.analysis.runs import Run, lower_is_better, train_seconds
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = rule.REPRODUCED, rule.NOT_REPRODUCED, rule.INCONCLUSIVE
 NOT_RUN, NOT_TESTABLE, NO_DIFFERENCE = rule.NOT_RUN, rule.NOT_TESTABLE, rule.NO_DIFFERENCE
 
-KINDS = ("speed", "final", "matches", "matches_or_beats", "at_chance", "step_time")
-#: Kinds whose effect is a log ratio (shown as a ratio); the others a difference.
-RATIO_KINDS = ("speed", "step_time")
-
-
-@dataclasses.dataclass(frozen=True)
-class Claim:
-  """One claim of a paper, tested on one experiment's runs: ``norm`` against
-  ``against``, values of the config ``field``, among the runs that match ``where``.
-
-  ``claimed_ratio``: the size the paper states for a speed claim (0.5 for "about
-  twice as fast"); the verdict says whether the interval is compatible with it, and
-  it is the claim's minimum effect for the power rule. ``about_convergence``: the
-  claim speaks of convergence or of reaching the baseline's best, so the validity
-  gate asks that the runs converge. ``min_effect`` overrides the rule's default
-  (a 10% saving of updates; one point of error for a final value).
-  """
-  key: str
-  text: str
-  source: str
-  norm: str
-  against: str
-  kind: str = "speed"
-  where: Mapping[str, str] = dataclasses.field(default_factory=dict)
-  field: str = "norm"
-  claimed_ratio: float | None = None
-  about_convergence: bool = False
-  value: str = "best"
-  min_effect: float | None = None
-
-  @property
-  def effect(self) -> float:
-    """The minimum effect on the estimate's scale (a log ratio, or the metric's units)."""
-    if self.min_effect is not None:
-      return self.min_effect
-    if self.kind in RATIO_KINDS:
-      return rule.speed_min_effect(self.claimed_ratio)
-    return rule.FINAL_MIN_DIFFERENCE
-
-  @property
-  def needs_convergence(self) -> bool:
-    return self.about_convergence or self.kind not in RATIO_KINDS
+KINDS, RATIO_KINDS, Claim = rule.KINDS, rule.RATIO_KINDS, rule.Claim
 
 
 @dataclasses.dataclass(frozen=True)

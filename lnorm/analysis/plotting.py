@@ -41,7 +41,10 @@ def _save(fig, out: str) -> list[str]:
   os.makedirs(os.path.dirname(os.path.abspath(base)), exist_ok=True)
   paths = [base + ".png", base + ".svg"]
   fig.savefig(paths[0], dpi=120, bbox_inches="tight")
-  fig.savefig(paths[1], bbox_inches="tight")
+  # No date and fixed element ids: the same records draw the same bytes, so that a
+  # regenerated figure shows in a diff only when what it draws changed.
+  with _pyplot().rc_context({"svg.hashsalt": "lnorm"}):
+    fig.savefig(paths[1], bbox_inches="tight", metadata={"Date": None})
   _pyplot().close(fig)
   return paths
 
@@ -79,7 +82,7 @@ def _draw_lines(ax, runs: Sequence[Run], metric: str, x: str, name: str = "",
 
 
 def _finish_axes(ax, ylabel: str, x: str, logy: bool, title: str, drawn: bool,
-                 logx: bool = False) -> None:
+                 logx: bool = False, legend: bool = True) -> None:
   if logy and drawn:
     ax.set_yscale("log")
     low, high = ax.get_ylim()
@@ -94,7 +97,7 @@ def _finish_axes(ax, ylabel: str, x: str, logy: bool, title: str, drawn: bool,
   ax.set_ylabel(ylabel)
   ax.set_title(title)
   ax.grid(True, alpha=0.3)
-  if drawn:
+  if drawn and legend:
     ax.legend(fontsize="small")
 
 
@@ -179,40 +182,128 @@ def _band_color(runs: Sequence[Run]) -> str | None:
   return NORM_COLORS.get(norms.pop()) if len(norms) == 1 else None
 
 
+#: More settings than this in one panel and their bands hide each other (the attentive
+#: reader's seven): each setting then gets a panel of its own, the others' means
+#: drawn thin and grey behind its band.
+MAX_BANDS_PER_PANEL = 3
+#: Panels per row of a figure with one panel per setting.
+SETTING_COLUMNS = 4
+
+
+@dataclasses.dataclass
+class _Setting:
+  """One setting's band of one metric (None: no point every seed logged), and its
+  legend text."""
+  label: str
+  band: seed_bands.Band | None
+  text: str
+  color: str
+
+
 def plot_seed_bands(runs: Sequence[Run], metrics: Sequence[str], out: str, x: str = "step",
                     logy: bool = False, title: str = "", logx: bool = False) -> list[str]:
-  """One panel per metric, one line per setting: the mean over its seeds with its 95%
-  interval as a band (``lnorm.analysis.seed_bands``); returns the PNG and SVG paths.
+  """Each setting's mean over its seeds with its 95% interval as a band
+  (``lnorm.analysis.seed_bands``); returns the PNG and SVG paths. Up to
+  MAX_BANDS_PER_PANEL settings share one panel per metric, their legend outside it;
+  more get a panel each (a row per metric). A setting none of whose points every seed
+  logged is said so, in a note or its own panel, never as an empty legend entry.
   ``logx``: a log horizontal axis, from the first update (Figure 5's)."""
   if x not in ("epoch", "step"):
     raise UserError(f"--x must be 'epoch' or 'step', not {x!r}.")
-  plt = _pyplot()
-  fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4), squeeze=False,
-                           layout="constrained")
   groups = seed_bands.group_by_setting(runs)
-  drawn = 0
-  for ax, metric in zip(axes[0], metrics):
-    n = 0
-    for label, group in groups.items():
-      b = seed_bands.band(label, group, metric, x)
-      if b is not None and logx:
-        b = seed_bands.from_x(b, 1)
-      seeds = f"{len(group)} seed{'s' if len(group) > 1 else ''}"
-      diverged = sum(r.diverged for r in group)
-      seeds += f", {diverged} diverged" if diverged else ""
-      if b is None:
-        if diverged:  # Named, so that a setting whose seeds all stopped is not just absent.
-          ax.plot([], [], " ", label=f"{label or 'mean'} ({seeds}: no point all logged)")
-        continue
-      (line,) = ax.plot(b.xs, b.mean, label=f"{label or 'mean'} ({seeds})",
-                        color=_band_color(group), marker="o" if len(b.xs) <= 30 else None,
-                        markersize=3)
-      if b.seeds > 1:
-        ax.fill_between(b.xs, b.low, b.high, color=line.get_color(), alpha=0.2, linewidth=0)
-      n += 1
-    _finish_axes(ax, f"{metric} (mean, 95% band)", x, logy, metric, bool(n), logx)
-    drawn += n
+  per_metric = [_settings(groups, metric, x, logx) for metric in metrics]
+  drawn = sum(s.band is not None for settings in per_metric for s in settings)
+  if len(groups) <= MAX_BANDS_PER_PANEL:
+    fig = _shared_panels(metrics, per_metric, x, logy, logx)
+  else:
+    fig = _panel_per_setting(metrics, per_metric, x, logy, logx)
   return _save_panels(fig, runs, metrics, drawn, title, out)
+
+
+def _settings(groups: Mapping[str, Sequence[Run]], metric: str, x: str,
+              logx: bool) -> list[_Setting]:
+  out = []
+  for i, (label, group) in enumerate(groups.items()):
+    b = seed_bands.band(label, group, metric, x)
+    if b is not None and logx:
+      b = seed_bands.from_x(b, 1)
+    seeds = f"{len(group)} seed{'s' if len(group) > 1 else ''}"
+    diverged = sum(r.diverged for r in group)
+    seeds += f", {diverged} diverged" if diverged else ""
+    out.append(_Setting(label or "mean", b, f"{label or 'mean'} ({seeds})",
+                        _band_color(group) or f"C{i % 10}"))
+  return out
+
+
+def _draw_band(ax, s: _Setting) -> None:
+  (line,) = ax.plot(s.band.xs, s.band.mean, label=s.text, color=s.color, zorder=3,
+                    marker="o" if len(s.band.xs) <= 30 else None, markersize=3)
+  if s.band.seeds > 1:
+    ax.fill_between(s.band.xs, s.band.low, s.band.high, color=line.get_color(), alpha=0.2,
+                    linewidth=0, zorder=2)
+
+
+_NOT_DRAWN = "no point that every seed logged"
+
+
+def _shared_panels(metrics, per_metric, x, logy, logx):
+  """One panel per metric, every setting in it, the legend to the right of it."""
+  fig, axes = _pyplot().subplots(1, len(metrics), figsize=(7.5 * len(metrics), 4),
+                                 squeeze=False, layout="constrained")
+  for ax, metric, settings in zip(axes[0], metrics, per_metric):
+    for s in settings:
+      if s.band is not None:
+        _draw_band(ax, s)
+    drawn = any(s.band is not None for s in settings)
+    _finish_axes(ax, f"{metric} (mean, 95% band)", x, logy, metric, drawn, logx, legend=False)
+    if drawn:
+      missing = [s.text for s in settings if s.band is None]
+      legend = ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1),
+                         borderaxespad=0, title=(f"not drawn ({_NOT_DRAWN}):\n"
+                                                 + "\n".join(missing)) if missing else None,
+                         title_fontsize="small")
+      legend._legend_box.align = "left"  # pylint: disable=protected-access
+  return fig
+
+
+def _panel_per_setting(metrics, per_metric, x, logy, logx):
+  """A row of panels per metric, one panel per setting: its band over the other
+  settings' means in grey, on axes shared across the row."""
+  count = len(per_metric[0])
+  columns = min(count, SETTING_COLUMNS)
+  rows_per_metric = -(-count // columns)
+  fig, axes = _pyplot().subplots(rows_per_metric * len(metrics), columns, squeeze=False,
+                                 sharex=True, sharey="row" if len(metrics) > 1 else True,
+                                 figsize=(3.6 * columns, 2.9 * rows_per_metric * len(metrics)),
+                                 layout="constrained")
+  for m, (metric, settings) in enumerate(zip(metrics, per_metric)):
+    cells = [axes[m * rows_per_metric + i // columns][i % columns]
+             for i in range(rows_per_metric * columns)]
+    for ax, s in zip(cells, settings):
+      for other in settings:
+        if other is not s and other.band is not None:
+          ax.plot(other.band.xs, other.band.mean, color="0.75", linewidth=0.8, zorder=1)
+      if s.band is not None:
+        _draw_band(ax, s)
+      else:
+        ax.text(0.5, 0.5, _NOT_DRAWN, transform=ax.transAxes, ha="center", va="center",
+                fontsize="small", color="0.2", zorder=4,
+                bbox={"facecolor": "white", "edgecolor": "0.6", "boxstyle": "round"})
+      _finish_axes(ax, f"{metric}", x, logy, s.text, s.band is not None, logx, legend=False)
+      ax.title.set_fontsize("small")
+    for i, ax in enumerate(cells):
+      if i >= len(settings):
+        ax.set_visible(False)
+        continue
+      # Labels once: the y axis at the left of a row, the x axis under a column's last
+      # panel (the axes are shared).
+      if i % columns:
+        ax.set_ylabel("")
+      if i + columns < len(settings):
+        ax.set_xlabel("")
+      else:  # Above an empty cell: its tick labels too, which sharing hid.
+        ax.xaxis.set_tick_params(labelbottom=True)
+  return fig
 
 
 # --- the papers' figures -----------------------------------------------------------------

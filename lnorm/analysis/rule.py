@@ -12,6 +12,7 @@ unnoticed.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -55,6 +56,52 @@ INCONCLUSIVE = "inconclusive at this scale"
 NOT_TESTABLE = "not testable at this scale"
 NOT_RUN = "not run yet"
 REFUSED = "not judged: records made under another rule"
+
+
+#: What a claim can compare (lnorm.analysis.claims says how each is judged).
+KINDS = ("speed", "final", "matches", "matches_or_beats", "at_chance", "step_time")
+#: Kinds whose effect is a log ratio (shown as a ratio); the others a difference.
+RATIO_KINDS = ("speed", "step_time")
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+  """One claim of a paper, tested on one experiment's runs: ``norm`` against
+  ``against``, values of the config ``field``, among the runs that match ``where``.
+
+  ``claimed_ratio``: the size the paper states for a speed claim (0.5 for "about
+  twice as fast"); the verdict says whether the interval is compatible with it, and
+  it is the claim's minimum effect for the power rule. ``about_convergence``: the
+  claim speaks of convergence or of reaching the baseline's best, so the validity
+  gate asks that the runs converge. ``min_effect`` overrides the rule's default
+  (a 10% saving of updates; one point of error for a final value).
+  """
+  key: str
+  text: str
+  source: str
+  norm: str
+  against: str
+  kind: str = "speed"
+  where: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  field: str = "norm"
+  claimed_ratio: float | None = None
+  about_convergence: bool = False
+  value: str = "best"
+  min_effect: float | None = None
+
+  @property
+  def effect(self) -> float:
+    """The minimum effect on the estimate's scale (a log ratio, or the metric's units)."""
+    if self.min_effect is not None:
+      return self.min_effect
+    if self.kind in RATIO_KINDS:
+      return speed_min_effect(self.claimed_ratio)
+    return FINAL_MIN_DIFFERENCE
+
+  @property
+  def needs_convergence(self) -> bool:
+    return self.about_convergence or self.kind not in RATIO_KINDS
+
 
 
 def planning_alpha() -> float:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from lnorm.errors import UserError
-from lnorm.sweeps import benchmark as bench
 from lnorm.sweeps import benchmark_suite as suite
+from lnorm.sweeps import preemption
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "import path module:attr. Include none: it is the baseline.")
   parser.add_argument("--seeds", default=None, metavar="0,1,2",
                       help="Seeds instead of each experiment's (0,1,2, or 0-4 where a run "
-                      "takes under 5 minutes), e.g. 0,1,2 or 0-4.")
+                      "takes under 5 minutes), e.g. 0,1,2 or 0-4. The report then judges "
+                      "these seeds only, and says so.")
   parser.add_argument("--variants", default=None, metavar="FIELD=VALUE",
                       help="Only the variants with these values, e.g. batch_size=128 (the "
                       "paper scale of perm_mnist runs batch sizes 128 and 4).")
@@ -37,13 +39,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--parallel", type=int, default=1, metavar="N",
                       help="Run N seeds of a normalizer at once (default 1: one member "
                       "at a time, seed by seed).")
-  parser.add_argument("--workdir", default=bench.DEFAULT_WORKDIR,
+  parser.add_argument("--workdir", default=None,
                       help="Members train into WORKDIR/<scale>/<experiment>/<norm>/seed=<s> "
                       "(default runs/benchmark).")
   parser.add_argument("--records", default=None, metavar="DIR",
                       help="Where finished members' config.json and metrics go, and what "
-                      "the report reads (default: the repository's results/<scale>). A "
-                      "member with records there counts as finished.")
+                      "the report reads (default: the repository's results/<scale>, and "
+                      "for a normalizer of your own, named module:attr, "
+                      "WORKDIR/records/<scale>, read beside it). A member with records "
+                      "there counts as finished.")
   parser.add_argument("--print-commands", action="store_true",
                       help="Print one 'lnorm train' line per member not yet finished, and "
                       "exit.")
@@ -67,24 +71,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
+  # Imported here: the report's statistics load SciPy, which --help must not wait for.
+  from lnorm.sweeps import benchmark as bench  # pylint: disable=g-import-not-at-top
+  args.workdir = args.workdir or bench.DEFAULT_WORKDIR
   if args.parallel < 1:
     raise UserError(f"--parallel {args.parallel}: run at least 1 member at once.")
   experiments = suite.select_experiments(args.experiments)
+  seeds = suite.parse_seeds(args.seeds)
   records = args.records or bench.records_root(args.scale)
+  # Without --records, a user's own normalizer keeps its records beside its runs: the
+  # repository's results/ hold the committed benchmark.
+  own = None if args.records else bench.own_records_root(args.workdir, args.scale)
   plans = bench.plans(experiments, args.scale, args.workdir, suite.parse_norms(args.norms),
-                      suite.parse_seeds(args.seeds), records,
-                      suite.parse_variants(args.variants))
+                      seeds, records, suite.parse_variants(args.variants), own)
   if args.print_commands:
-    bench.print_commands(plans, records, overrides)
+    if not bench.print_commands(plans, records, overrides):
+      print(f"Nothing to run: every selected member ({sum(len(p.members) for p in plans)}) "
+            f"has records under {records} or a finished run under {args.workdir}. "
+            "`lnorm benchmark --report-only` prints their report.", file=sys.stderr)
     return 0
   failed = []
-  for plan in plans:
-    if args.report_only:
-      bench.collect(plan, records, overrides)
-      continue
-    failed += [f"{plan.experiment.name}/{name}"
-               for name in bench.run(plan, records, overrides, parallel=args.parallel)]
-  report = bench.build_report(plans, records, args.scale, args.ignore_rule_hash)
+  # SIGTERM (a preemption) stops the members running, saves what finished, and exits
+  # with 130 before the next member starts; the same command resumes.
+  with preemption.forwarding():
+    for plan in plans:
+      preemption.check("the benchmark saved the records of its finished members. Rerun "
+                       "the same command to resume.")
+      if args.report_only:
+        bench.collect(plan, records, overrides)
+        continue
+      failed += [f"{plan.experiment.name}/{name}"
+                 for name in bench.run(plan, records, overrides, parallel=args.parallel)]
+  report = bench.build_report(plans, records, args.scale, args.ignore_rule_hash, seeds)
   text = report.markdown()
   print()
   print(text, end="")

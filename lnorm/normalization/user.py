@@ -27,18 +27,13 @@ from typing import Any, Callable, Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
+from lnorm.config import is_import_path  # pylint: disable=unused-import  (re-exported)
 from lnorm.errors import ConfigError
 from lnorm.normalization import functional as F
 
 
 class UserNormError(ConfigError, ValueError):
   """A normalizer named by import path that cannot be loaded or used."""
-
-
-def is_import_path(name: Any) -> bool:
-  """Whether a ``norm`` value names a normalizer by import path (``module:attribute``)
-  rather than by a registered name."""
-  return isinstance(name, str) and ":" in name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +102,7 @@ class ImportedNorm(nn.Module):
   ``axes`` are the normalized axes, as LN's: they are moved last and merged into one
   feature axis for the call (a conv map ``[B, H, W, C]`` with ``axes=(1, 2, 3)`` is
   normalized as ``[B, H*W*C]``), then restored. A normalizer that changes the shape
-  is refused when the model is first built.
+  is refused when the model is first built, as is one that changes the dtype.
   """
 
   normalizer: UserNormalizer
@@ -129,6 +124,12 @@ class ImportedNorm(nn.Module):
           f"The normalizer {self.normalizer.path} ({self.normalizer.form}) changed the "
           f"shape of its input from {rows.shape} to {getattr(y, 'shape', type(y))}: a "
           "normalizer must map activations [..., F] to the same shape.")
+    if y.dtype != rows.dtype:
+      # A lower precision would go on silently through the rest of the network.
+      raise UserNormError(
+          f"The normalizer {self.normalizer.path} ({self.normalizer.form}) returned "
+          f"{y.dtype} for {rows.dtype} activations: a normalizer must keep the dtype of "
+          "its input (compute in float32 if you like, and return y.astype(x.dtype)).")
     y = jnp.reshape(y, moved.shape)
     return jnp.transpose(y, tuple(int(i) for i in _inverse(kept + axes)))
 

@@ -32,11 +32,13 @@ import shutil
 import sys
 from typing import Any, Iterable, Sequence
 
+from lnorm import config as config_lib
 from lnorm.analysis import claims
 from lnorm.analysis import compare
 from lnorm.analysis import rule
 from lnorm.analysis import runs as runs_lib
 from lnorm.sweeps import benchmark_suite as suite
+from lnorm.sweeps import preemption
 from lnorm.sweeps import runner
 from lnorm.sweeps.space import SweepSpace
 from lnorm.training.defaults import has_diverged
@@ -48,11 +50,12 @@ DEFAULT_WORKDIR = os.path.join("runs", "benchmark")
 #: Where datasets are looked for (lnorm.data.core.DATA_DIR_ENV; not imported, since
 #: lnorm.data imports every dataset's reader).
 DATA_DIR_ENV = "LNORM_DATA_DIR"
+#: Where decoded data is cached (lnorm.data.cache.CACHE_DIR_ENV).
+CACHE_DIR_ENV = "LNORM_CACHE_DIR"
 
 
 def records_root(scale: str) -> str:
   """The repository's ``results/<scale>``, found from the package like configs/."""
-  from lnorm import config as config_lib  # pylint: disable=g-import-not-at-top
   return os.path.join(os.path.dirname(config_lib.CONFIGS_DIR), "results", scale)
 
 
@@ -64,6 +67,15 @@ class Plan:
   members: list[suite.Member]
   workdir: str  # <workdir>/<scale>/<experiment>
   scale: str = "cpu"
+  #: Where the records of a user's own normalizer (an import path) go, when not with the
+  #: suite's: the repository's results/ hold the committed benchmark, not a user's
+  #: experiments. None: every member's records go under the records root.
+  own_records: str | None = None
+
+  def record_dir(self, records: str, member: suite.Member) -> str:
+    """Where ``member``'s records are, under the records root ``records``."""
+    users_own = self.own_records and config_lib.is_import_path(member.norm)
+    return record_dir(self.own_records if users_own else records, member)
 
   def groups(self) -> dict[str, list[suite.Member]]:
     """The members by group (variant and normalizer), in the plan's order."""
@@ -113,16 +125,23 @@ def seed_space(members: Sequence[suite.Member]) -> SweepSpace:
 
 def plans(experiments: Sequence[suite.Experiment], scale: str, workdir: str,
           norms: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
-          records: str | None = None, variants: dict[str, str] | None = None) -> list[Plan]:
+          records: str | None = None, variants: dict[str, str] | None = None,
+          own_records: str | None = None) -> list[Plan]:
   """Each experiment's members. Without ``seeds``, an experiment's seeds are the
-  rule's (:func:`seeds_by_power`, from the records under ``records``)."""
+  rule's (:func:`seeds_by_power`, from the records under ``records``); a user's own
+  normalizer's records go to ``own_records`` when given (:attr:`Plan.own_records`)."""
   out = []
   for e in experiments:
     chosen = seeds if seeds is not None else seeds_by_power(e, scale, records)
     members = suite.members([e], scale, norms, chosen, variants)
     out.append(Plan(e, e.scales[scale], members, os.path.join(workdir, scale, e.name),
-                    scale))
+                    scale, own_records))
   return out
+
+
+def own_records_root(workdir: str, scale: str) -> str:
+  """Where a user's normalizer's records go by default: beside its runs."""
+  return os.path.join(workdir, "records", scale)
 
 
 def seeds_by_power(experiment: suite.Experiment, scale: str,
@@ -165,24 +184,28 @@ def is_over(workdir: str, config) -> bool:
   return runner.is_finished(workdir, config) or has_diverged(runs_lib.read_records(workdir))
 
 
-def has_records(records: str, member: suite.Member, config) -> bool:
-  """True when the member's committed records cover the whole run ``config`` asks for."""
-  path = record_dir(records, member)
+def has_records(path: str, config) -> bool:
+  """True when the records in ``path`` (``Plan.record_dir``) cover the whole run
+  ``config`` asks for."""
   if not os.path.exists(os.path.join(path, CONFIG_FILE)):
     return False
   return is_over(path, config)
 
 
-def _portable(value: Any, data_dir: str | None) -> Any:
-  """``value`` with this machine's data directory written as ``$LNORM_DATA_DIR``: a
-  record says where the data came from, not where this machine keeps it."""
+def _portable(value: Any, data_dir: str | None, cache_dir: str | None = None) -> Any:
+  """``value`` with this machine's data directory written as ``$LNORM_DATA_DIR`` and
+  its cache folder (where decoded data and the CBT-style task built from the books
+  live) as ``$LNORM_CACHE_DIR``: a record says where the data came from, not where
+  this machine keeps it."""
   if isinstance(value, dict):
-    return {k: _portable(v, data_dir) for k, v in value.items()}
+    return {k: _portable(v, data_dir, cache_dir) for k, v in value.items()}
   if isinstance(value, list):
-    return [_portable(v, data_dir) for v in value]
-  if isinstance(value, str) and data_dir:
-    # The directory wherever it appears ("MNIST at <dir>/mnist"), not a longer name.
-    return re.sub(re.escape(data_dir.rstrip("/")) + r"(?![\w.-])", f"${DATA_DIR_ENV}", value)
+    return [_portable(v, data_dir, cache_dir) for v in value]
+  if isinstance(value, str):
+    for directory, name in ((data_dir, DATA_DIR_ENV), (cache_dir, CACHE_DIR_ENV)):
+      if directory:
+        # The directory wherever it appears ("MNIST at <dir>/mnist"), not a longer name.
+        value = re.sub(re.escape(directory.rstrip("/")) + r"(?![\w.-])", f"${name}", value)
   return value
 
 
@@ -194,9 +217,11 @@ def save_records(workdir: str, dest: str) -> list[str]:
     record = json.load(f)
   data_dir = os.environ.get(DATA_DIR_ENV) or (
       record.get("config", {}).get("data.data_dir"))
+  from lnorm.data import cache  # pylint: disable=g-import-not-at-top  (the readers: slow)
+  cache_dir = cache.cache_dir({"cache_dir": record.get("config", {}).get("data.cache_dir")})
   written = [os.path.join(dest, CONFIG_FILE)]
   with open(written[0], "w") as f:
-    json.dump(_portable(record, data_dir), f, indent=2, sort_keys=True)
+    json.dump(_portable(record, data_dir, cache_dir), f, indent=2, sort_keys=True)
     f.write("\n")
   source = os.path.join(workdir, METRICS_FILE)
   for stale in (METRICS_FILE, runs_lib.METRICS_GZ_FILE):
@@ -216,7 +241,7 @@ def save_records(workdir: str, dest: str) -> list[str]:
     with open(os.path.join(workdir, BLN_SEARCH_FILE)) as f:
       search = json.load(f)
     with open(written[-1], "w") as f:
-      json.dump(_portable(search, data_dir), f, indent=2, sort_keys=True)
+      json.dump(_portable(search, data_dir, cache_dir), f, indent=2, sort_keys=True)
       f.write("\n")
   return written
 
@@ -251,9 +276,12 @@ def _needs_search(member: suite.Member, workdir: str) -> bool:
           and not os.path.exists(os.path.join(workdir, BLN_SEARCH_FILE)))
 
 
-def collect(plan: Plan, records: str, extra: dict[str, str], out=None) -> list[str]:
+def collect(plan: Plan, records: str, extra: dict[str, str], out=None,
+            search: bool = True) -> list[str]:
   """Saves the records of the plan's finished members that have none yet; returns
-  the members saved."""
+  the members saved. With ``search`` False (a command stopping on SIGTERM, which has
+  no minute to spare) a BLN member waiting for its inference search is left for the
+  next command."""
   out = out or sys.stdout
   if not os.path.isdir(plan.workdir):
     return []
@@ -263,15 +291,18 @@ def collect(plan: Plan, records: str, extra: dict[str, str], out=None) -> list[s
     workdir = runner_members[m.name].workdir
     if (os.path.exists(os.path.join(workdir, CONFIG_FILE))
         and is_over(workdir, configs[m.name])
-        and not has_records(records, m, configs[m.name])):
+        and not has_records(plan.record_dir(records, m), configs[m.name])):
       if _needs_search(m, workdir):
+        if not search:
+          continue
         search_bln_inference(workdir)
-      save_records(workdir, record_dir(records, m))
-      saved.append(m.name)
-  if saved:
-    print(f"[benchmark {plan.experiment.name}] records saved for {', '.join(saved)} "
-          f"under {os.path.join(records, plan.experiment.name)}", file=out, flush=True)
-  return saved
+      save_records(workdir, plan.record_dir(records, m))
+      saved.append(m)
+  for root in sorted({os.path.dirname(plan.record_dir(records, m)) for m in saved}):
+    names = [m.name for m in saved if os.path.dirname(plan.record_dir(records, m)) == root]
+    print(f"[benchmark {plan.experiment.name}] records saved for {', '.join(names)} "
+          f"under {root}", file=out, flush=True)
+  return [m.name for m in saved]
 
 
 # --- running --------------------------------------------------------------------------------
@@ -281,7 +312,7 @@ def unfinished(plan: Plan, records: str, extra: dict[str, str]) -> list[suite.Me
   """The plan's members with neither records nor a finished workdir."""
   runner_members, configs = plan.prepare_all(extra)
   return [m for m in plan.members
-          if not has_records(records, m, configs[m.name])
+          if not has_records(plan.record_dir(records, m), configs[m.name])
           and not is_over(runner_members[m.name].workdir, configs[m.name])]
 
 
@@ -290,13 +321,15 @@ def run(plan: Plan, records: str, extra: dict[str, str], parallel: int = 1) -> l
   returns the members that failed.
 
   Members with records are restored into their workdirs first, so the runner skips
-  them; the records are saved even when the sweep is interrupted.
+  them; the records are saved even when the sweep is interrupted (on SIGTERM without
+  the BLN searches, which the rerun does).
   """
   runner_members, configs = plan.prepare_all(extra)  # Checks every value before running.
   for m in plan.members:
     workdir = runner_members[m.name].workdir
-    if has_records(records, m, configs[m.name]) and not is_over(workdir, configs[m.name]):
-      restore_records(record_dir(records, m), workdir)
+    path = plan.record_dir(records, m)
+    if has_records(path, configs[m.name]) and not is_over(workdir, configs[m.name]):
+      restore_records(path, workdir)
   todo = [m for m in plan.members if not is_over(runner_members[m.name].workdir,
                                                  configs[m.name])]
   # One at a time, seed by seed; in parallel, a group's seeds at once.
@@ -316,7 +349,7 @@ def run(plan: Plan, records: str, extra: dict[str, str], parallel: int = 1) -> l
       failed += [f"{group},{name}" for name in summary.failed if name not in over]
       collect(plan, records, extra)  # As members finish, so a sitting keeps its records.
   finally:
-    collect(plan, records, extra)
+    collect(plan, records, extra, search=not preemption.stopping())
   return failed
 
 
@@ -362,12 +395,23 @@ class Report:
   # Members whose records carry another rule's hash: experiment -> member names.
   refused: dict[str, list[str]] = dataclasses.field(default_factory=dict)
   ignore_rule: bool = False
+  #: The seeds a --seeds selection judges on; None: every recorded seed.
+  seeds: tuple[int, ...] | None = None
+  #: The folders of a user's own normalizers' records read beside the suite's.
+  own_records: tuple[str, ...] = ()
+  #: experiment -> the run folders the table and verdicts were computed from.
+  judged: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
   def markdown(self) -> str:
-    lines = [f"Generated from the records under `results/{self.scale}/` (one run per "
-             "member: its config.json and metrics.jsonl) by the verdict rule version "
-             f"{rule.VERSION} (hash `{rule.rule_hash()}`), stated in `docs/benchmark.md`.",
-             ""]
+    lines = [f"Generated from the records under `results/{self.scale}/`"
+             + "".join(f" and `{root}/`" for root in self.own_records)
+             + " (one run per member: its config.json and metrics.jsonl) by the verdict "
+             f"rule version {rule.VERSION} (hash `{rule.rule_hash()}`), stated in "
+             "`docs/benchmark.md`.", ""]
+    if self.seeds is not None:
+      lines[0:0] = [f"Judged on seed{'s' if len(self.seeds) > 1 else ''} "
+                    f"{', '.join(map(str, self.seeds))} only (--seeds): the table, the "
+                    "verdicts and the member counts leave the other seeds' records out.", ""]
     if self.ignore_rule:
       lines += ["**Judged with `--ignore-rule-hash`: records made under another rule or "
                 "setting are judged as if made under this one. Not a verdict of record.**",
@@ -464,19 +508,24 @@ def under_rule(runs: Sequence[runs_lib.Run], experiment: suite.Experiment,
 
 
 def build_report(plans_: Sequence[Plan], records: str, scale: str,
-                 ignore_rule: bool = False) -> Report:
-  """The headline table and verdicts from the records alone (not the workdirs)."""
+                 ignore_rule: bool = False, seeds: Sequence[int] | None = None) -> Report:
+  """The headline table and verdicts from the records alone (not the workdirs);
+  ``seeds``, when given, restricts them to those seeds' records."""
   found = []
-  if os.path.isdir(records) and any(True for _ in _record_dirs(records)):
+  roots = [records] + sorted({p.own_records for p in plans_ if p.own_records})
+  roots = [r for r in roots if os.path.isdir(r) and any(True for _ in _record_dirs(r))]
+  if roots:
     order = {p.experiment.name: i for i, p in enumerate(plans_)}
-    found = sorted((r for r in runs_lib.load_runs([records])
-                    if r.config.get("experiment") in order),
+    found = sorted((r for r in runs_lib.load_runs(roots)
+                    if r.config.get("experiment") in order
+                    and (seeds is None or r.config.get("seed") in seeds)),
                    key=lambda r: order[r.config["experiment"]])  # The suite's order.
-  rows, results, refused = [], [], {}
+  rows, results, refused, judged = [], [], {}, {}
   for p in plans_:
     kept, refused[p.experiment.name] = under_rule(found, p.experiment, p.scale)
     if ignore_rule:
       kept = [r for r in found if r.config.get("experiment") == p.experiment.name]
+    judged[p.experiment.name] = [r.path for r in kept]
     rows += _headline(p, kept)
     for c in p.experiment.claims:
       if refused[p.experiment.name] and not ignore_rule and _touches(c, found, p):
@@ -489,16 +538,19 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
   for result, verdict in zip(results, claims.decide([r.evidence for r in results])):
     result.verdict = verdict
   missing = {p.experiment.name: [m.name for m in p.members
-                                 if not os.path.isdir(record_dir(records, m))]
+                                 if not os.path.isdir(p.record_dir(records, m))]
              for p in plans_}
   seconds = {}
   for r in found:
     known = [t for t in runs_lib.train_seconds(r.points) if t is not None]
     if known:
-      seconds[os.path.relpath(r.path, records)] = known[-1]
+      root = next(root for root in roots if r.path.startswith(os.path.join(root, "")))
+      seconds[os.path.relpath(r.path, root)] = known[-1]
   return Report(scale, rows, results, missing,
                 {p.experiment.name: len(p.members) for p in plans_}, seconds,
-                {} if ignore_rule else refused, ignore_rule)
+                {} if ignore_rule else refused, ignore_rule,
+                None if seeds is None else tuple(seeds),
+                tuple(r for r in roots if r != records), judged)
 
 
 def _touches(c: suite.Claim, runs: Sequence[runs_lib.Run], plan: Plan) -> bool:
@@ -540,7 +592,8 @@ def write_figures(report: Report, records: str, out_dir: str) -> list[str]:
     metrics.setdefault(row.experiment, row.metric)
   paths = []
   for experiment, metric in metrics.items():
-    runs = runs_lib.load_runs([os.path.join(records, experiment)])
+    del records  # The runs judged are the report's own (its roots, its seeds, its rule).
+    runs = runs_lib.load_runs(report.judged[experiment])
     # The paper's axis: handwriting's Figure 5 is against updates on a log scale.
     logx = any(f.logx for f in plotting.FIGURES.values() if f.experiment == experiment)
     paths += plotting.plot_seed_bands(

@@ -18,7 +18,7 @@ import re
 from typing import Mapping, Sequence
 
 from lnorm.analysis import rule
-from lnorm.analysis.claims import Claim
+from lnorm.analysis.rule import Claim
 from lnorm.errors import UserError
 
 SCALES = ("cpu", "paper")

@@ -29,7 +29,6 @@ import math
 import os
 import re
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
@@ -38,8 +37,8 @@ import time
 from typing import Any, Mapping, Sequence
 
 from lnorm import config as config_lib
-from lnorm import errors
 from lnorm.analysis import selection as selection_lib
+from lnorm.sweeps import preemption
 from lnorm.sweeps import space as sweep_space
 from lnorm.errors import ConfigError, UserError
 from lnorm.analysis.runs import (SWEEP_FILE, Run, distinguishing_keys, epoch_records, epochs_done,
@@ -62,9 +61,7 @@ LOG_FILE = run_files.LOG_FILE
 #: The exit code of an ``lnorm train`` stopped by SIGTERM/SIGINT after saving.
 INTERRUPTED_CODE = 130
 
-
-class Interrupted(errors.Interrupted):
-  """A member was stopped by a signal; the CLI exits with 130."""
+Interrupted = preemption.Interrupted
 
 
 @dataclasses.dataclass
@@ -206,16 +203,6 @@ class Outcome:
   returncode: int = 0
 
 
-#: Members' processes now running, so that a SIGTERM to the sweep reaches them.
-_RUNNING: set[subprocess.Popen] = set()
-
-
-def _forward_sigterm(signum, frame):
-  del frame
-  for proc in list(_RUNNING):
-    proc.send_signal(signum)  # Each saves a checkpoint and exits with 130.
-
-
 def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], sweep_name: str,
                 stream: bool) -> Outcome:
   os.makedirs(member.workdir, exist_ok=True)
@@ -226,10 +213,9 @@ def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], swee
     log.write(f"\n$ {shlex.join(argv)}\n")
     log.flush()
     # The member's whole output goes to its train.log here: it must not add its own.
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE if stream else log,
+    proc = preemption.start(argv, stdout=subprocess.PIPE if stream else log,
                             stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, run_files.LOG_FILE_ENV: "0"})
-    _RUNNING.add(proc)
     if stream:  # Sequential: the user sees the member's log as it runs.
       try:
         for line in proc.stdout:
@@ -240,11 +226,18 @@ def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], swee
         # output, or it would die of a broken pipe before it finished saving.
         for line in proc.stdout:
           log.write(line)
-    code = proc.wait()
-    _RUNNING.discard(proc)
+    code = preemption.wait(proc)
   seconds = time.time() - start
   status = {0: "finished", INTERRUPTED_CODE: "interrupted"}.get(code, "failed")
+  if code != 0 and preemption.stopping():
+    # The sweep's SIGTERM reached the member before it could save (during its start,
+    # where SIGTERM ends it at once: it has trained nothing since its checkpoint).
+    status = "interrupted"
   return Outcome(member, status, seconds, code)
+
+
+def _members_text(names: Sequence[str]) -> str:
+  return f"{len(names)} members" if len(names) > 4 else ", ".join(names) or "none"
 
 
 def sweep_label(workdir: str, name: str | None = None) -> str:
@@ -290,57 +283,64 @@ def _run_members(config_spec, space, workdir, members, configs, extra, parallel,
 
   def one(i_m):
     i, m = i_m
+    if preemption.stopping():  # Start no member once the sweep was asked to stop.
+      return None
     with lock:
       print(f"[sweep {sweep_name}] ({i + 1}/{len(todo)}) {m.name}: "
             f"{'resuming' if os.path.exists(os.path.join(m.workdir, 'checkpoints')) else 'starting'}"
             f" in {m.workdir}", flush=True)
     o = _run_member(config_spec, m, extra, sweep_name, stream=parallel <= 1)
     with lock:
-      msg = {"finished": "done", "interrupted": "interrupted, checkpoint saved"}.get(
+      msg = {"finished": "done",
+             "interrupted": "interrupted (a rerun resumes it from its last checkpoint)"}.get(
           o.status, f"FAILED with exit code {o.returncode}; see "
           f"{os.path.join(m.workdir, LOG_FILE)}")
       print(f"[sweep {sweep_name}] {m.name}: {msg} ({o.seconds:.0f} s)", flush=True)
     return o
 
   stop = threading.Event()  # Set when a member was interrupted: start no others.
-  previous = None
-  if threading.current_thread() is threading.main_thread():
-    previous = signal.signal(signal.SIGTERM, _forward_sigterm)
   try:
-    if parallel <= 1:
-      for i, m in enumerate(todo):
-        outcomes[m.name] = one((i, m))
-        if outcomes[m.name].returncode == INTERRUPTED_CODE:
-          stop.set()
-          break
-    else:
-      pool = concurrent.futures.ThreadPoolExecutor(max_workers=parallel)
-
-      def guarded(i_m):
-        return None if stop.is_set() else one(i_m)
-
-      futures = [pool.submit(guarded, i_m) for i_m in enumerate(todo)]
-      try:
-        for future in concurrent.futures.as_completed(futures):
-          o = future.result()
+    with preemption.forwarding():
+      if parallel <= 1:
+        for i, m in enumerate(todo):
+          o = one((i, m))
           if o is not None:
-            outcomes[o.member.name] = o
-            if o.returncode == INTERRUPTED_CODE:
+            outcomes[m.name] = o
+          if o is None or o.status == "interrupted":  # None: the sweep was stopped.
+            stop.set()
+            break
+      else:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=parallel)
+
+        def guarded(i_m):
+          return None if stop.is_set() else one(i_m)
+
+        futures = [pool.submit(guarded, i_m) for i_m in enumerate(todo)]
+        try:
+          for future in concurrent.futures.as_completed(futures):
+            o = future.result()
+            if o is not None:
+              outcomes[o.member.name] = o
+            if o is None or o.status == "interrupted":
               stop.set()
-      except KeyboardInterrupt:
-        stop.set()  # The running members got the Ctrl-C too and are saving.
-      pool.shutdown(wait=True, cancel_futures=True)
-      for future in futures:
-        if future.done() and not future.cancelled() and future.result() is not None:
-          outcomes[future.result().member.name] = future.result()
+        except KeyboardInterrupt:
+          stop.set()  # The running members got the Ctrl-C too and are saving.
+        pool.shutdown(wait=True, cancel_futures=True)
+        for future in futures:
+          if future.done() and not future.cancelled() and future.result() is not None:
+            outcomes[future.result().member.name] = future.result()
+      stopped_by = preemption.stopping()
   finally:
-    if previous is not None:
-      signal.signal(signal.SIGTERM, previous)
     _append_timing(workdir, time.time() - start,
                    sum(o.status != "skipped" for o in outcomes.values()))
-  if stop.is_set():
-    raise Interrupted(f"Sweep {sweep_name} was interrupted; the members that were running "
-                      "saved checkpoints. Rerun the same command to resume.")
+  if stop.is_set() or stopped_by:
+    done = [n for n, o in outcomes.items() if o.status in ("finished", "skipped")]
+    left = [m.name for m in members if m.name not in done]
+    raise Interrupted(
+        f"Sweep {sweep_name} was stopped{f' by {stopped_by}' if stopped_by else ''} "
+        f"with {len(done)} of {len(members)} members finished; "
+        f"{_members_text(left)} left (an interrupted member saved a checkpoint). Rerun "
+        "the same command to resume.")
 
   summary = summarize(members, configs, {n: o.status for n, o in outcomes.items()})
   summary.write(workdir)

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
-from typing import Any
+import shutil
+from typing import Any, Iterator
 
 import jax
 import orbax.checkpoint as ocp
 
 from lnorm.errors import UserError
+
+#: Room a checkpoint needs beyond its arrays' bytes: orbax's metadata and the host dict.
+_CHECKPOINT_OVERHEAD_BYTES = 1 << 20
+#: What orbax's writers say when the disk is full (a tensorstore error, not an OSError).
+_DISK_FULL_TEXTS = ("No space left on device", "Disk quota exceeded")
+
+
+def _megabytes(n: int) -> str:
+  return f"{n / 1e6:.1f} MB"
+
+
+class DiskFullError(UserError):
+  """A checkpoint does not fit on the workdir's disk."""
 
 
 class Checkpointer:
@@ -29,11 +44,43 @@ class Checkpointer:
     return self._manager.latest_step()
 
   def save(self, step: int, state: Any, host: dict[str, Any]) -> None:
+    self.check_room(state)
     # The save finishes in the background while the loop keeps updating ``host``:
     # hand orbax a snapshot, or a resumed run's epoch averages would drift.
     snapshot = copy.deepcopy(host)
-    self._manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state), host=ocp.args.JsonSave(snapshot)), force=True)
+    with self._disk_full_as_user_error():
+      self._manager.save(step, args=ocp.args.Composite(
+          state=ocp.args.StandardSave(state), host=ocp.args.JsonSave(snapshot)), force=True)
+
+  def check_room(self, state: Any) -> None:
+    """Refuses a save the disk cannot hold: orbax would fail in its background threads
+    with hundreds of lines of asyncio tracebacks, and leave a partial checkpoint."""
+    needed = sum(getattr(x, "nbytes", 0) for x in jax.tree.leaves(state))
+    needed += _CHECKPOINT_OVERHEAD_BYTES
+    free = shutil.disk_usage(self.directory).free
+    if free < needed:
+      raise DiskFullError(self._disk_full_message(
+          f"a checkpoint of this run takes about {_megabytes(needed)} and the disk has "
+          f"{_megabytes(free)} free"))
+
+  def _disk_full_message(self, why: str) -> str:
+    latest = self._manager.latest_step()
+    resume = (f"it resumes from the last complete checkpoint (step {latest})"
+              if latest is not None else "it starts over, as no checkpoint was saved")
+    return (f"No room for a checkpoint in {self.directory}: {why}. Free space on that "
+            f"disk, or use a --workdir on another one, and rerun the same command: "
+            f"{resume}.")
+
+  @contextlib.contextmanager
+  def _disk_full_as_user_error(self) -> Iterator[None]:
+    """The disk filled while orbax wrote (another process took the space)."""
+    try:
+      yield
+    except Exception as e:  # pylint: disable=broad-except  (orbax raises ValueError)
+      if not any(text in str(e) for text in _DISK_FULL_TEXTS):
+        raise
+      raise DiskFullError(self._disk_full_message("the disk filled while it was "
+                                                  "written")) from None
 
   def restore(self, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
     """Restores the latest checkpoint into the shapes and shardings of
@@ -45,11 +92,15 @@ class Checkpointer:
     return restored["state"], restored["host"]
 
   def wait(self) -> None:
-    self._manager.wait_until_finished()
+    with self._disk_full_as_user_error():
+      self._manager.wait_until_finished()
 
   def close(self) -> None:
-    self._manager.wait_until_finished()
-    self._manager.close()
+    try:
+      with self._disk_full_as_user_error():
+        self._manager.wait_until_finished()
+    finally:
+      self._manager.close()
 
 
 def abstract_like(tree: Any) -> Any:

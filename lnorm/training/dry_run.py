@@ -19,6 +19,7 @@ from lnorm import config as config_lib
 from lnorm.data import batching
 from lnorm.errors import UserError
 from lnorm.training import defaults
+from lnorm.training import eval_schedule
 from lnorm.training import task as task_lib
 from lnorm.training import workdir as workdir_lib
 
@@ -47,6 +48,11 @@ class Plan:
     lines.append(f"updates: {self.total_steps} ({epochs} epoch"
                  f"{'' if epochs == '1' else 's'} of {self.steps_per_epoch} updates at batch "
                  f"size {self.config.get('batch_size')}, {self.train_split} split)")
+    note = eval_schedule.misalignment(
+        self.config.get("eval_every_steps", 0), self.config.get("steps_per_call", 1),
+        self.steps_per_epoch, self.total_steps)
+    if note:
+      lines.append(f"evaluations: {note}")
     lines.append(f"workdir: {self.workdir}: {self.workdir_state}")
     return lines
 

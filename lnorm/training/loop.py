@@ -78,7 +78,7 @@ from lnorm.training import records
 from lnorm.training import workdir as workdir_lib
 from lnorm.training.checkpoint import Checkpointer
 from lnorm.training.checkpoint_policy import CheckpointTimer, resume
-from lnorm.training.eval_schedule import EvalSchedule, crossed_multiple
+from lnorm.training.eval_schedule import EvalSchedule, crossed_multiple, misalignment
 from lnorm.training.metrics_writer import MetricWriter
 from lnorm.training.steps import (SplitEvaluator, TrainState, init_train_state,
                                   length_buckets, make_eval_step, make_train_chunk,
@@ -95,6 +95,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   state = init_train_state(config, run.task, run.model, run.train_arrays, run.mesh)
   checkpointer = Checkpointer(run.workdir)
   state, host, start_step = resume(checkpointer, state, run.workdir)
+  checkpointer.check_room(state)  # Before an epoch is trained that could not be saved.
   writer = _open_records(run, state, start_step)
   training = _Training(run, checkpointer, writer, host)
   try:
@@ -166,6 +167,10 @@ def set_up(config: ml_collections.ConfigDict, workdir: str) -> Run:
   total_steps = defaults.total_steps(config, steps_per_epoch)
   schedule = EvalSchedule(config.eval_every_steps, config.get("eval_points_per_decade", 0),
                           total_steps)
+  note = misalignment(config.eval_every_steps, config.steps_per_call, steps_per_epoch,
+                      total_steps)
+  if note:  # Evaluations at other steps than asked: say so, where the user looks first.
+    logging.warning(note)
   model = task.build_model(dataset)
   buckets = length_buckets(config, task, train_arrays)
   if buckets is not None:
@@ -258,6 +263,9 @@ class _Training:
         functools.partial(Progress, every_secs=self.every_secs,
                           enabled=config.progress_bar, delay_secs=5.0))
 
+    # Who to blame when the loss is not finite from the start (records.check_finite).
+    self.divergence_suspect = records.normalizer_suspect(config.get("norm"),
+                                                         config.get("norm_options"))
     self._executables: dict[tuple, Any] = {}  # Chunk shapes -> compiled train calls.
     self._order: tuple[int | None, Any] = (None, None)
     self._bar: Progress | None = None
@@ -353,7 +361,8 @@ class _Training:
     out = jax.device_get(out)
     call_seconds = time.time() - call_start
     try:
-      records.check_finite(out, step, epoch, self.checkpointer.latest_step())
+      records.check_finite(out, step, epoch, self.checkpointer.latest_step(),
+                           self.divergence_suspect)
     except DivergenceError as e:
       # On the record, so that a comparison counts the run as a seed that stopped.
       self.writer.write(e.step, {defaults.DIVERGED_AT: e.step})

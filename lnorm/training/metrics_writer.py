@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import jax
 import numpy as np
 
-from lnorm.errors import ConfigError
+from lnorm.errors import ConfigError, UserError
 from lnorm.training.run_files import METRICS_FILE, read_jsonl
 
 
@@ -113,11 +113,19 @@ class MetricWriter:
     logging.info("wandb: %s (%s).", mode, why)
     if mode != "disabled":
       wandb = import_wandb(mode, why)
-      self._run = wandb.init(
-          project=wandb_config.project, entity=wandb_config.get("entity") or None,
-          group=wandb_config.get("group") or None, name=wandb_config.get("name") or None,
-          tags=list(wandb_config.get("tags", ()) or ()), config=dict(config),
-          dir=workdir, id=stable_run_id(workdir), resume="allow", mode=mode)
+      try:
+        self._run = wandb.init(
+            project=wandb_config.project, entity=wandb_config.get("entity") or None,
+            group=wandb_config.get("group") or None, name=wandb_config.get("name") or None,
+            tags=list(wandb_config.get("tags", ()) or ()), config=dict(config),
+            dir=workdir, id=stable_run_id(workdir), resume="allow", mode=mode)
+      except (wandb.errors.UsageError, wandb.errors.AuthenticationError) as e:
+        # Online without a login (or with a rejected key): one line, not a traceback.
+        raise UserError(
+            f"wandb could not start in {mode} mode ({why}): {str(e).rstrip('.')}. To "
+            "log in: `wandb login`, or set WANDB_API_KEY; or run without an account: "
+            "--config.wandb.mode=offline (upload later with `wandb sync`) or "
+            "--config.wandb.mode=disabled.") from None
       logging.info("wandb run %s (%s mode).", self._run.id, mode)
 
   def _truncate_after(self, step: int) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from lnorm.errors import DivergenceError
+from lnorm.normalization import is_import_path
 from lnorm.training.metrics_writer import read_metrics
 from lnorm.training.steps import NORM_METRICS
 
@@ -113,21 +114,59 @@ def last_epoch_record(workdir: str) -> dict[str, float]:
   return {k: v for k, v in epochs[-1].items() if k != "step"} if epochs else {}
 
 
-def check_finite(out, step: int, epoch: int, last_checkpoint: int | None) -> None:
+def check_finite(out, step: int, epoch: int, last_checkpoint: int | None,
+                 suspect: str | None = None) -> None:
   """Raises DivergenceError at the first of a call's steps (the call began at
-  ``step``) whose loss, or the gradient norm its last step measured, is not finite."""
+  ``step``) whose loss, or the gradient norm its last step measured, is not finite.
+
+  ``suspect`` (``normalizer_suspect``) names the normalizer when it, rather than the
+  learning rate, is the likely cause: a divergence in the run's first call, or a loss
+  that is not finite before any update (where the learning rate has done nothing)."""
   bad = ~np.isfinite(out["loss"])
   bad[-1] |= not np.isfinite(out["grad_norm"][-1])
-  if bad.any():
-    first = int(np.argmax(bad))
-    what = "loss" if not np.isfinite(out["loss"][first]) else "gradient norm"
-    value = out["loss"][first] if what == "loss" else out["grad_norm"][first]
-    raise DivergenceError(
-        f"The {what} became {value} at training step {step + first} (epoch {epoch + 1}). "
-        "Lower the learning rate (--config.optimizer.learning_rate), clip gradients "
-        "(--config.optimizer.clip_global_norm=1.0) or change the seed. "
-        f"The last good checkpoint is at step {last_checkpoint}; this state was not saved.",
-        step=step + first)
+  if not bad.any():
+    return
+  first = int(np.argmax(bad))
+  what = "loss" if not np.isfinite(out["loss"][first]) else "gradient norm"
+  value = out["loss"][first] if what == "loss" else out["grad_norm"][first]
+  at = step + first
+  lower = ("lower the learning rate (--config.optimizer.learning_rate), clip gradients "
+           "(--config.optimizer.clip_global_norm=1.0) or change the seed")
+  if at == 0 and what == "loss":
+    advice = ("This is before any update, so the learning rate is not the cause: the "
+              "initial model's loss is not finite. " + (suspect or "Check the model's "
+                                                        "inputs and its normalizer."))
+  elif suspect and step == 0:  # Within the run's first steps.
+    advice = f"{suspect} If it is not that, {lower}."
+  else:
+    advice = lower[0].upper() + lower[1:] + "."
+  saved = (f"The last good checkpoint is at step {last_checkpoint}; this state was not "
+           "saved." if last_checkpoint is not None else
+           "No checkpoint was saved yet: a rerun starts over.")
+  raise DivergenceError(f"The {what} became {value} at training step {at} (epoch "
+                        f"{epoch + 1}). {advice} {saved}", step=at)
+
+
+def normalizer_suspect(norm: str | None, options: Any) -> str | None:
+  """The normalizer as the likely cause of a loss that is not finite from the start,
+  or None when nothing points at it: a user's normalizer (docs/extending.md: it must
+  stay finite on an all-zero row), or a built-in one whose eps is set to 0."""
+  if not norm or norm == "none":
+    return None
+  if is_import_path(norm):
+    return (f"The likely cause is the normalizer {norm}: on an all-zero row (an LSTM's "
+            "zero initial state, padded time steps, a layer of dead units) a "
+            "normalizer that divides by a statistic of the row divides by zero, and "
+            "gives NaN in its output, or in its gradient when its eps sits outside the "
+            "square root. Add an eps inside it (x / jnp.sqrt(ms + eps)), as "
+            "docs/extending.md says ('No mask').")
+  eps = (options or {}).get(norm, {}).get("eps") if hasattr(options, "get") else None
+  if eps == 0:
+    return (f"The likely cause is norm={norm} with norm_options.{norm}.eps=0: on an "
+            "all-zero row (an LSTM's zero initial state, padded time steps) its statistic "
+            "is zero and it divides by zero. Give "
+            f"--config.norm_options.{norm}.eps a positive value.")
+  return None
 
 
 def format_metrics(metrics: dict[str, float]) -> str:

@@ -38,15 +38,52 @@ def make_workdir(workdir: str, flag: str = "--workdir") -> str:
   if blocking:
     raise UserError(f"{flag} {workdir} cannot be made: {blocking} is a file, not a "
                     f"folder. Choose another {flag}.")
+  too_long = next((n for n in workdir.split(os.sep) if len(os.fsencode(n)) > NAME_MAX), None)
+  if too_long:
+    raise UserError(f"{flag} {_shorten(workdir)} cannot be made: a folder name may have "
+                    f"at most {NAME_MAX} bytes, and {_shorten(too_long)} has "
+                    f"{len(os.fsencode(too_long))}. Choose a shorter {flag}.")
   try:
     os.makedirs(workdir, exist_ok=True)
   except PermissionError:
     raise UserError(f"{flag} {workdir} cannot be made: permission denied. Choose a "
                     f"{flag} in a folder you can write to.") from None
+  except OSError as e:
+    raise UserError(f"{flag} {workdir} cannot be made: {_why_not_writable(e)}. Choose "
+                    f"a {flag} on a disk you can write to.") from None
+  if _read_only(workdir):
+    raise UserError(f"{flag} {workdir} is on a read-only file system: choose a {flag} on "
+                    "a disk you can write to.")
   if not os.access(workdir, os.W_OK | os.X_OK):
     raise UserError(f"{flag} {workdir} is not writable by you: choose another {flag}, "
                     "or make it writable (chmod u+w).")
   return workdir
+
+
+#: The longest name of one file or folder on Linux and macOS file systems.
+NAME_MAX = 255
+
+
+def _shorten(text: str, keep: int = 40) -> str:
+  """A long name as its start and end, so that a message stays one readable line."""
+  return text if len(text) <= 2 * keep else f"{text[:keep]}...{text[-keep:]}"
+
+
+def _why_not_writable(e: OSError) -> str:
+  if e.errno == errno.EROFS:
+    return "it is on a read-only file system"
+  if e.errno in (errno.ENOSPC, errno.EDQUOT):
+    return "the disk is full"
+  return e.strerror or str(e)
+
+
+def _read_only(path: str) -> bool:
+  """True on a read-only mount, where even root cannot write (os.access says so too,
+  but not why)."""
+  try:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+  except OSError:
+    return False
 
 
 def _self_and_parents(path: str) -> list[str]:
