@@ -242,7 +242,7 @@ def test_run_sh_rehearses_every_phase(tmp_path):
   seeds = fig6_record["seeds_done"]
   assert seeds == list(range(len(seeds))) and seeds  # Whole seeds, from the first.
   assert sorted(fig6_record["members"]) == sorted(
-      f"norm={norm},seed={seed}" for norm in fig6.NORMS for seed in seeds)
+      f"{fig6.VARIANT},norm={norm},seed={seed}" for norm in fig6.NORMS for seed in seeds)
   assert "Claims:" in fig6_record["report"]
   experiments = records.read_json(records.phase_path(str(out), "experiments"))["items"]
   assert {(i["experiment"], i["norm"]) for i in experiments if "error" not in i} >= {

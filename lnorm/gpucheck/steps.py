@@ -128,7 +128,8 @@ def measure(experiment: str, norm: str, *, toy: bool, lock: str | None = None) -
   batches = {name: jnp.asarray(values[rows]) for name, values in split.items()}
   first = {name: values[rows[0]] for name, values in split.items()}
   flops = task.train_step_flops(dataset, first)
-  state = init_train_state(config, task, model, split, parallel.make_mesh())
+  # The timed rows, not the split: a synthetic split may hold fewer rows than a batch.
+  state = init_train_state(config, task, model, first, parallel.make_mesh())
   parameters = int(sum(x.size for x in jax.tree.leaves(state.params)))
   rng = jax.random.key(config.seed)
 

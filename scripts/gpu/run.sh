@@ -6,6 +6,7 @@
 #   scripts/gpu/run.sh                        # on the GPU machine
 #   scripts/gpu/run.sh --rehearse             # the same phases on this CPU, toy sizes
 #   scripts/gpu/run.sh --phases rnn,fig6      # some phases only (a second try)
+#   GPU_EXPERIMENTS=draw,perm_mnist scripts/gpu/run.sh --phases experiments  # some rows
 #   python -m lnorm.gpucheck collect gpu_out  # then file the records under results/gpu/
 #
 # It installs lnorm from this tree and ml-collections from gpu_prepared/wheels into a
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
     --rehearse) rehearse=1 ;;
     --phases) phases="$2"; shift ;;
     --out) out="$2"; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -144,7 +145,8 @@ run_phase() {
 for phase in ${phases//,/ }; do
   case "$phase" in
     device|rnn) run_phase "$phase" ;;
-    experiments) run_phase experiments --workers "$workers" ;;
+    experiments) run_phase experiments --workers "$workers" \
+                     ${GPU_EXPERIMENTS:+--experiments "$GPU_EXPERIMENTS"} ;;
     fig6) run_phase fig6 "${fig6_parallel[@]}" ;;
     *) echo "run.sh: unknown phase $phase (device, experiments, rnn, fig6)" >&2 ;;
   esac
