@@ -351,6 +351,13 @@ def test_a_task_the_baseline_does_not_learn_is_not_testable(tmp_path):
   assert "majority class" in verdict.why
 
 
+def test_one_baseline_seed_leaves_the_gate_to_the_pilot(tmp_path):
+  write_run(tmp_path, "none", 0, decay(200, 0, floor=0.85), trivial=0.8)
+  write_run(tmp_path, "ln", 0, decay(100, 0, floor=0.85), trivial=0.8)
+  _, verdict = judge(tmp_path, SPEED)
+  assert verdict.verdict == claims.INCONCLUSIVE and "pilot needs 3" in verdict.why
+
+
 def test_the_learned_gate_at_its_threshold():
   c = [curves.Curve(np.array([1.0, 2.0]), np.array([0.9, v]), False) for v in (0.5, 0.5)]
   # No spread: the interval is the mean itself; beating the trivial value by any
