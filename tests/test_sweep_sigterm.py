@@ -221,14 +221,16 @@ def test_lnorm_benchmark_stops_on_sigterm_mid_member(tmp_path):
           "--no-wandb", "--config.data.source=embedded", *FAST[:4],
           "--config.eval_every_steps=0"]
   proc = lnorm_subprocess(*args)
-  member = os.path.join(tmp_path, "runs", "cpu", "perm_mnist", "norm=none", "seed=0")
+  runs = os.path.join(tmp_path, "runs", "cpu", "perm_mnist")
+  # The suite's cpu setting is a variant (batch_size=4), which names the member's folder.
+  member = os.path.join(runs, "batch_size=4,norm=none", "seed=0")
   reached = _wait_for(lambda: any(p.get("step", 0) > 0 for p in _points(member)))
   proc.send_signal(signal.SIGTERM)
   _, stderr = proc.communicate(timeout=180)
   assert reached, stderr
   assert proc.returncode == 130, stderr
   assert "stopped by SIGTERM with 0 of 1 members finished" in stderr
-  assert not os.path.exists(os.path.join(tmp_path, "runs", "cpu", "perm_mnist", "norm=ln"))
+  assert os.listdir(runs) == ["batch_size=4,norm=none"]
   # What is left to run: both members, the first from its checkpoint.
   out = subprocess.run([sys.executable, "-m", "lnorm", *args, "--print-commands"],
                        capture_output=True, text=True, check=True).stdout

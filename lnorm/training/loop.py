@@ -73,6 +73,7 @@ from lnorm.progress import Progress, stage
 from lnorm.rnn import normalizer_record
 from lnorm.training import compilation_cache
 from lnorm.training import defaults
+from lnorm.training import environment
 from lnorm.training import parallel
 from lnorm.training import records
 from lnorm.training import workdir as workdir_lib
@@ -187,6 +188,8 @@ def _open_records(run: Run, state: TrainState, start_step: int) -> MetricWriter:
       "num_params": num_params, "steps_per_epoch": run.steps_per_epoch,
       "length_buckets": None if run.buckets is None else list(run.buckets.edges),
       **normalizer_record(run.model, config.get("norm")),
+      # Versions, processor, XLA:CPU threads: what a rerun must match (environment.py).
+      "environment": environment.describe(),
       # What a model that learned nothing scores: no part of the run's identity, so
       # a workdir written before it existed, or by another version of it, resumes.
       "trivial": run.task.trivial_baseline(run.dataset)})
