@@ -62,10 +62,12 @@ def test_every_command_of_docs_gpu_names_a_config_and_sweep_that_exist():
                                         "skip-thoughts", "order-embeddings"])
 def test_docs_gpu_gives_a_time_per_run_labelled_as_estimate_or_measurement(experiment):
   page = read("docs/gpu.md")
-  timings = page.split("## 4.")[1].split("## 5.")[0]  # Section 4's table of run times.
-  (row,) = [l for l in timings.splitlines() if l.startswith("|") and experiment in l]
-  cells = [c.strip() for c in row.strip("|").split("|")]
-  assert cells[6] and cells[6] != "—"  # The estimate per run.
+  timings = page.split("## 4.")[1].split("## 5.")[0]  # Section 4's tables of run times.
+  measured, estimated = [[c.strip() for c in l.strip("|").split("|")]
+                         for l in timings.splitlines() if l.startswith("|") and experiment in l]
+  assert "**Measured on an H100**" in timings
+  assert all(re.search(r"\d", cell) for cell in measured[2:6])  # Steps and times, none and LN.
+  assert estimated[6] and estimated[6] != "—"  # The estimate per run.
   assert "**estimates**" in page and "20 TFLOP/s" in page and "50 µs" in page
 
 

@@ -214,7 +214,7 @@ def test_docs_gpu_shows_what_results_gpu_holds():
 
 
 def test_the_report_refuses_a_page_without_markers():
-  with pytest.raises(ValueError, match="no gpu-report markers"):
+  with pytest.raises(ValueError, match="no markers"):
     gpu_report.replace_between_markers("# A page\n", "tables\n")
 
 
