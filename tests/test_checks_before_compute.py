@@ -4,7 +4,6 @@ choice value stops it before its first member runs, in every mode."""
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
