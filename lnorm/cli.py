@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
   from lnorm import config as config_lib  # pylint: disable=g-import-not-at-top
   # Before any JAX computation starts the CPU client's threads (see the module).
   host_memory.keep_freed_memory()
-  environment.fix_cpu_threads()  # Reruns reproduce records whatever the core count.
+  environment.fix_cpu_threads()  # Reruns reproduce records whatever the core count,
+  environment.fix_gpu_determinism()  # and on a GPU whatever order its threads finish in.
   argv = list(sys.argv[1:] if argv is None else argv)
   try:
     rest, overrides = config_lib.split_config_overrides(argv)

@@ -33,3 +33,19 @@ def test_the_lnorm_command_fixes_the_threads_before_jax_starts():
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        check=True).stdout
   assert out.strip().splitlines()[-1] == "1"
+
+
+def test_fix_gpu_determinism_adds_the_flag_once_and_keeps_the_users(monkeypatch):
+  monkeypatch.delenv(environment.GPU_DETERMINISM_ENV, raising=False)
+  monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+  environment.fix_gpu_determinism()
+  environment.fix_gpu_determinism()
+  assert environment.describe()["xla_flags"] == (
+      "--xla_dump_to=/tmp/x --xla_gpu_deterministic_ops=true")
+
+
+def test_fix_gpu_determinism_can_be_turned_off(monkeypatch):
+  monkeypatch.setenv(environment.GPU_DETERMINISM_ENV, "0")
+  monkeypatch.delenv("XLA_FLAGS", raising=False)
+  environment.fix_gpu_determinism()
+  assert environment.describe()["xla_flags"] == ""

@@ -7,6 +7,7 @@
 #   scripts/gpu/run.sh --rehearse             # the same phases on this CPU, toy sizes
 #   scripts/gpu/run.sh --phases rnn,fig6      # some phases only (a second try)
 #   GPU_EXPERIMENTS=draw,perm_mnist scripts/gpu/run.sh --phases experiments  # some rows
+#   GPU_FIG6_LIMIT=230 scripts/gpu/run.sh --phases fig6   # Figure 6 alone, three seeds
 #   python -m lnorm.gpucheck collect gpu_out  # then file the records under results/gpu/
 #
 # It installs lnorm from this tree and ml-collections from gpu_prepared/wheels into a
@@ -32,7 +33,7 @@ while [ $# -gt 0 ]; do
     --rehearse) rehearse=1 ;;
     --phases) phases="$2"; shift ;;
     --out) out="$2"; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -57,7 +58,7 @@ if [ "$rehearse" = 1 ]; then
   declare -A limit=([device]=20 [experiments]=60 [rnn]=30 [fig6]=75)
   toy=(--toy); workers=1; fig6_parallel=()
 else
-  declare -A limit=([device]=45 [experiments]=190 [rnn]=100 [fig6]=125)
+  declare -A limit=([device]=45 [experiments]=190 [rnn]=100 [fig6]=${GPU_FIG6_LIMIT:-125})
   toy=(); workers=4; fig6_parallel=(--parallel)
 fi
 
