@@ -114,6 +114,25 @@ def test_print_commands_with_members_left_prints_only_them(tmp_path, monkeypatch
   assert f"--config.norm={users_norm}" in line and captured.err == ""
 
 
+def test_a_record_made_under_another_rule_is_run_again(tmp_path, monkeypatch, capsys):
+  # The committed records of an earlier rule or setting must not pass for finished
+  # members: the member runs again and its new record replaces the old.
+  records = record(tmp_path, monkeypatch, ["none"], [0])
+  (config_path,) = [os.path.join(root, "config.json") for root, _, files in os.walk(records)
+                    if "config.json" in files]
+  with open(config_path) as f:
+    made = json.load(f)
+  made["config"]["benchmark_hash"] = "0123456789abcdef"
+  with open(config_path, "w") as f:
+    json.dump(made, f)
+  capsys.readouterr()
+  assert cli.main(["benchmark", "--experiments", "perm_mnist", "--seeds", "0",
+                   "--norms", "none", "--print-commands",
+                   "--workdir", "/nonexistent/runs", "--records", records]) == 0
+  (line,) = capsys.readouterr().out.splitlines()
+  assert "--config.norm=none" in line
+
+
 # --- a user's own normalizer keeps its records out of results/ --------------------------------
 
 

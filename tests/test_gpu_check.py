@@ -187,6 +187,8 @@ def test_collect_files_a_devices_records_and_the_report_shows_them(rehearsed, tm
   folder = os.path.join(dest, "fig6", "perm_mnist", "norm=ln,seed=0")
   assert open(os.path.join(folder, "config.json")).read() == '{"config": {}}\n'
   assert open(os.path.join(folder, "metrics.jsonl.gz"), "rb").read() == b"\x00\x01\x02"
+  # The device's own output folder is no path a reader of the records can open.
+  assert records.read_json(records.phase_path(dest, "device"))["settings"]["out"] == "$OUT"
   text = gpu_report.markdown(str(tmp_path / "gpu"))
   assert text.startswith("### Test GPU 9000 (`results/gpu/test-gpu-9000/`)")
   assert "| float32 matmul, precision highest |" in text

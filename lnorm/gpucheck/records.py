@@ -13,7 +13,6 @@ import base64
 import datetime
 import json
 import os
-import shutil
 import tempfile
 from typing import Any
 
@@ -137,7 +136,11 @@ def collect(out: str, root: str | None = None) -> str:
   os.makedirs(dest, exist_ok=True)
   for phase in PHASES:
     if os.path.exists(phase_path(out, phase)):
-      shutil.copyfile(phase_path(out, phase), phase_path(dest, phase))
+      record = read_json(phase_path(out, phase))
+      if "out" in record.get("settings", {}):  # The device's folder: no reader's.
+        record["settings"]["out"] = "$OUT"
+      with open(phase_path(dest, phase), "w") as f:
+        json.dump(record, f, indent=1)
   fig6 = phase_path(out, "fig6")
   members = read_json(fig6).get("members", {}) if os.path.exists(fig6) else {}
   for member, files in members.items():

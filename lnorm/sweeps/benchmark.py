@@ -187,8 +187,15 @@ def is_over(workdir: str, config) -> bool:
 
 def has_records(path: str, config) -> bool:
   """True when the records in ``path`` (``Plan.record_dir``) cover the whole run
-  ``config`` asks for."""
-  if not os.path.exists(os.path.join(path, CONFIG_FILE)):
+  ``config`` asks for, under the suite's setting and rule now. A record made under
+  another (its ``benchmark_hash`` differs) does not count: the member runs again and its
+  new record replaces the old one, which the report would refuse to judge anyway."""
+  config_path = os.path.join(path, CONFIG_FILE)
+  if not os.path.exists(config_path):
+    return False
+  with open(config_path) as f:
+    made_under = json.load(f).get("config", {}).get("benchmark_hash", "")
+  if made_under != config.get("benchmark_hash", ""):
     return False
   return is_over(path, config)
 
