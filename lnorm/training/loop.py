@@ -27,7 +27,9 @@ checkpointing excluded, carried across resumes):
 - mid-epoch evaluations (``eval_every_steps``, and ``eval_points_per_decade``
   geometrically spaced steps), a task's own evaluation (``Task.periodic_evaluation``
   every ``periodic_eval_every_steps``, when set) and running train losses
-  (``log_every_steps``), with a fractional ``epoch`` and no ``time/epoch_seconds``.
+  (``log_every_steps``: ``train/loss``, the mean over the call's steps, and
+  ``train/grad_norm``, the call's last step's), with a fractional ``epoch`` and no
+  ``time/epoch_seconds``.
 
 The gradient's record, in epoch records (over the epoch) and at mid-epoch evaluations
 (over the steps since the previous one, or since the epoch began):
@@ -314,8 +316,11 @@ class _Training:
       before, step = step, step + k
       in_epoch += k
       if crossed_multiple(config.log_every_steps, before, step):
+        # The call's last gradient norm, as the epoch records sample it: with one step
+        # per call, the records pin each update's gradient (tests/test_golden_losses.py).
         self.write(step, {"epoch": step / run.steps_per_epoch,
-                          "train/loss": float(np.mean(out["loss"]))})
+                          "train/loss": float(np.mean(out["loss"])),
+                          "train/grad_norm": float(out["grad_norm"][-1])})
       self.evaluation_due = run.schedule.due(before, step)
       if in_epoch < stop and self.evaluation_due:
         with self._off_the_epoch_clock():
