@@ -68,6 +68,7 @@ OVERRIDES = {
     "eval_points_per_decade": "0",
     "periodic_eval_every_steps": "0",
     "progress_bar": "false",
+    "sample_text": "",  # Handwriting: no sample written after the updates.
 }
 
 #: The norm each experiment's paper is about: the quick tier's case.
