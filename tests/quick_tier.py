@@ -46,8 +46,9 @@ SLOW: frozenset[str] = frozenset({
     "test_draw.py::test_untrained_bound_is_784_ln2_plus_kl",  # 8.3 s
     "test_evaluate_command.py::test_protocol_and_task_names_through_the_cli",  # 12.8 s
     "test_evaluate_command.py::test_rerunning_evaluate_replaces_its_record",  # 9.7 s
-    # 64 smoke runs, 3 to 61 s each (25 min in all, load 3); each experiment's
-    # headline norm stays quick (test_first_updates_of_the_headline_norm, 8 to 41 s).
+    # 64 smoke runs, 3 to 61 s each (25 min in all, load 3), run only with
+    # LNORM_GOLDEN_ALL=1; each experiment's headline norm stays quick
+    # (test_first_updates_of_the_headline_norm, 4 to 48 s).
     "test_golden_losses.py::test_first_updates_of_every_other_norm",
     "test_handwriting.py::test_forward_and_loss_match_numpy",  # 3.6 s
     "test_handwriting.py::test_generator_steps_the_trained_network_and_stops_past_the_text",  # 8.0 s
