@@ -213,3 +213,12 @@ def test_no_committed_record_names_a_home_folder():
         if any(home in text for home in ("/root/", "/home/", "/Users/")):
           named.append(os.path.relpath(os.path.join(root, name), results))
   assert not named, f"{len(named)} records name a machine's folder, e.g. {named[0]}"
+
+
+def test_a_claim_on_a_variant_the_scale_does_not_run_says_which_scale_does():
+  perm_mnist = suite.BY_NAME["perm_mnist"]
+  by_batch = {c.where["batch_size"]: c for c in perm_mnist.claims if c.against == "bn"}
+  cpu, paper = perm_mnist.scales["cpu"], perm_mnist.scales["paper"]
+  assert bench._outside_setting(by_batch["128"], cpu) == "batch_size=128"
+  assert bench._outside_setting(by_batch["4"], cpu) is None
+  assert bench._outside_setting(by_batch["128"], paper) is None

@@ -516,6 +516,17 @@ def under_rule(runs: Sequence[runs_lib.Run], experiment: suite.Experiment,
   return kept, refused
 
 
+def _outside_setting(claim: suite.Claim, setting: suite.Setting) -> str | None:
+  """``field=value`` of ``claim.where`` that no variant of ``setting`` runs (Figure 6's
+  batch 128 at the CPU scale), else None: such a claim waits for another scale, not
+  for more runs."""
+  for field, value in claim.where.items():
+    values = {str(v[field]) for v in setting.variants if field in v}
+    if values and str(value) not in values:
+      return f"{field}={value}"
+  return None
+
+
 def build_report(plans_: Sequence[Plan], records: str, scale: str,
                  ignore_rule: bool = False, seeds: Sequence[int] | None = None) -> Report:
   """The headline table and verdicts from the records alone (not the workdirs);
@@ -537,7 +548,12 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
     judged[p.experiment.name] = [r.path for r in kept]
     rows += _headline(p, kept)
     for c in p.experiment.claims:
-      if refused[p.experiment.name] and not ignore_rule and _touches(c, found, p):
+      outside = _outside_setting(c, p.setting)
+      if outside:
+        ev = claims.Evidence(c, p.experiment.metric, rule.NOT_RUN, (
+            f"the {p.scale} setting does not run {outside}; "
+            f"{'`--scale paper`' if p.scale != 'paper' else 'another setting'} does"))
+      elif refused[p.experiment.name] and not ignore_rule and _touches(c, found, p):
         ev = claims.Evidence(c, p.experiment.metric, rule.REFUSED, (
             "records made under another rule or setting: rerun "
             + _members_text(refused[p.experiment.name])))
