@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 import pytest
 
 from lnorm.errors import ConfigError
@@ -190,3 +191,46 @@ def test_an_unknown_clip_rule_names_the_choices():
                                       "clip_global_norm": 1.0, "clip_global_norm_rule": "sqrt"})
   with pytest.raises(ConfigError, match="attentive_reader_code"):
     optim.make_optimizer(config)
+
+
+# A gradient whose norm float32 holds (1.3e31 < 3.4e38) but whose sum of squares it
+# does not (1.7e62): the LN-LSTM reader's first gradient at gain 1.0 was of this size.
+HUGE = {"w": np.array([5e30, -12e30], np.float32), "b": np.array([1.0], np.float32)}
+
+
+def test_the_global_norm_of_a_gradient_whose_squares_overflow_float32():
+  norm = float(jax.jit(optim.global_norm)(HUGE))
+  assert np.isfinite(norm)
+  np.testing.assert_allclose(norm, 13e30, rtol=1e-6)
+
+
+@pytest.mark.parametrize("rule, expected_norm", [("standard", 10.0),
+                                                 ("attentive_reader_code",
+                                                  10.0 * np.sqrt(13e30))])
+def test_the_clips_rescale_a_gradient_whose_squares_overflow(rule, expected_norm):
+  clip = optim.GLOBAL_CLIP_RULES[rule](10.0)
+  clipped, acted = jax.jit(clip)({k: jnp.asarray(v) for k, v in HUGE.items()})
+  assert bool(acted)
+  w = np.asarray(clipped["w"], np.float64)
+  np.testing.assert_allclose(w, HUGE["w"] * expected_norm / 13e30, rtol=1e-5)
+  assert np.all(np.isfinite(w))
+
+
+def test_the_global_norm_is_optaxs_to_the_bit_when_nothing_overflows():
+  rng = np.random.default_rng(0)
+  # Ordinary gradients, tiny ones and a norm (2.5e18) whose squares are near the
+  # overflow (sum 6e36 against 3.4e38).
+  for scale in (1e-30, 1e-3, 1.0, 1e3, 1e17):
+    tree = {"a": rng.normal(size=(17, 33)).astype(np.float32) * scale,
+            "b": rng.normal(size=(129,)).astype(np.float32) * scale,
+            "c": np.float32(scale)}
+    expected = jax.jit(lambda t: optax.tree.norm(t))(tree)
+    got = jax.jit(optim.global_norm)(tree)
+    assert np.asarray(got).tobytes() == np.asarray(expected).tobytes(), scale
+
+
+def test_the_global_norm_keeps_inf_and_nan_gradients_non_finite():
+  assert float(optim.global_norm({"w": np.array([1.0, np.inf], np.float32)})) == np.inf
+  assert np.isnan(float(optim.global_norm({"w": np.array([1e30, np.nan], np.float32)})))
+  assert float(optim.global_norm({"w": np.zeros(3, np.float32)})) == 0.0
+  assert float(optim.global_norm({})) == 0.0

@@ -34,16 +34,12 @@ class TrainState(train_state.TrainState):
   batch_stats: Any = None
 
 
-def _global_norm(tree) -> jax.Array:
-  return optax.tree.norm(jax.tree.map(lambda x: x.astype(jnp.float32), tree))
-
-
 NORM_METRICS = ("grad_norm", "param_norm", "update_norm")
 
 
 def _norms(grads, params, updates) -> dict[str, jax.Array]:
-  return {"grad_norm": _global_norm(grads), "param_norm": _global_norm(params),
-          "update_norm": _global_norm(updates)}
+  return {"grad_norm": optim.global_norm(grads), "param_norm": optim.global_norm(params),
+          "update_norm": optim.global_norm(updates)}
 
 
 def clip_indicators(grads, stages: Sequence[optim.ClipStage]) -> dict[str, jax.Array]:
