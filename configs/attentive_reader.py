@@ -142,9 +142,15 @@ def get_config(arg=None):
   # the books) | cloze_books (4-sentence passages from the books) | synthetic.
   c.data.source = "files"
   c.data.corpus = "cnn"  # files: cnn or dailymail.
-  c.data.word_type = "NE"  # cbt: NE | CN | V | P (cbt_books: NE only).
-  # cbt, cbt_books: the last N of the 20 context sentences make the passage.
+  c.data.word_type = "NE"  # cbt: NE | CN | V | P (cbt_books: data.word_classes).
+  # cbt, cbt_books: the last N of the 20 context sentences make the passage
+  # (cbt_books: the answers and candidates come from those N and the query).
   c.data.context_sentences = 20
+  # cbt_books: the classes a blank may be, NE | CN | NE,CN (named entities, common
+  # nouns); a question's 10 candidates are words of its answer's class.
+  c.data.word_classes = "NE"
+  # cbt_books: one blank drawn per query sentence (the CBT) | every qualifying word.
+  c.data.blanks_per_query = "one"
   c.data.passage_sentences = 4  # Cooijmans et al.'s preprocessing (0: whole passage).
   c.data.sentence_selection = "first"  # files: first | overlap (most question words).
   c.data.vocab_size = 50000  # Ids, the reserved and entity ones included.
@@ -164,14 +170,17 @@ def get_config(arg=None):
     c.model.attention_size = 64
     c.model.readout_size = 64
     c.data.source = "cbt_books"
+    c.data.context_sentences = 4
+    c.data.word_classes = "NE,CN"
+    c.data.blanks_per_query = "every"
     c.data.vocab_size = 10000
     c.data.num_entities = 10  # The candidates (the data fix it for cbt_books).
-    c.data.max_passage_tokens = 1200
+    c.data.max_passage_tokens = 400
     c.data.question_window = 5
     c.data.max_question_tokens = 11
-    c.length_buckets.num = 8
+    c.length_buckets.num = 4
     c.optimizer.learning_rate = 1e-3
-    c.max_steps = 5000
+    c.max_steps = 3000
     c.eval_every_steps = 250
     # One step per call: a step of ~0.3 s hides the dispatch, and batches of one
     # passage length each can come in any order.

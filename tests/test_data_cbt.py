@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from lnorm import data
+from lnorm.data import books as data_books
 from lnorm.data.cloze import books as cloze_books
 from lnorm.data.cloze import cbt
 from lnorm.data.core import DataError, DatasetNotFoundError, MalformedDataError
+from lnorm.errors import ConfigError
 
 NAMES = ["Anna", "Ben", "Cora", "Dan", "Eve", "Finn", "Gus", "Hal", "Ida", "Jo"]
 
@@ -216,7 +218,7 @@ def test_cbt_examples_by_hand():
   sentences = [[n, "ran", "."] for n in NAMES[:9]] + [["Anna", "hid", "."]]
   sentences += [["it", "rained", "."]] * 10
   sentences += [["Ben", "saw", "Anna", "and", "Ben", "with", "Jo", "."]]
-  (only,) = cloze_books.cbt_examples(sentences, frozenset(NAMES),
+  (only,) = cloze_books.cbt_examples(sentences, {"NE": frozenset(NAMES)},
                                      np.random.default_rng(0))
   assert only.context == tuple(map(tuple, sentences[:20]))
   assert only.query == ("Ben", "saw", "XXXXX", "and", "Ben", "with", "Jo", ".")
@@ -228,20 +230,20 @@ def test_cbt_examples_draw_candidates_from_the_context_and_the_query_only():
   # in the book (sentence 22); a candidate from outside would have filled the list.
   sentences = [[n, "ran", "."] for n in NAMES[:9]] + [["it", "rained", "."]] * 11
   sentences += [["then", "Anna", "hid", "."], ["Jo", "hid", "."]]
-  assert cloze_books.cbt_examples(sentences, frozenset(NAMES),
+  assert cloze_books.cbt_examples(sentences, {"NE": frozenset(NAMES)},
                                   np.random.default_rng(0)) == []
   # Eleven entities in the context: 9 of the 10 others, drawn at random.
   extra = NAMES + ["Kit"]
   sentences = [[n, "ran", "."] for n in extra] + [["it", "rained", "."]] * 9
   sentences += [["then", "Anna", "hid", "."]]
   drawn = {c for seed in range(20) for c in cloze_books.cbt_examples(
-      sentences, frozenset(extra), np.random.default_rng(seed))[0].candidates}
+      sentences, {"NE": frozenset(extra)}, np.random.default_rng(seed))[0].candidates}
   assert drawn == set(extra)
 
 
 def test_cbt_examples_skip_a_book_too_small_for_ten_candidates():
   sentences = [["Anna", "ran", "."]] * 20 + [["then", "Anna", "slept", "."]]
-  assert cloze_books.cbt_examples(sentences, frozenset(NAMES),
+  assert cloze_books.cbt_examples(sentences, {"NE": frozenset(NAMES)},
                                   np.random.default_rng(0)) == []
 
 
@@ -320,7 +322,7 @@ def test_cbt_books_without_the_cache_leaves_nothing_behind(tmp_path):
                            "vocab_size": 200, "validation_books": 1, "test_books": 1,
                            "min_entity_count": 1})
   assert ds.num_examples("train") == 80 and not os.path.exists(tmp_path / "cache")
-  with pytest.raises(DataError, match="named-entity questions only"):
+  with pytest.raises(DataError, match="word_classes, not word_type="):
     data.load("cloze", {"source": "cbt_books", "data_dir": str(tmp_path / "data"),
                         "word_type": "CN"})
 
@@ -340,3 +342,144 @@ def test_cbt_books_on_the_gutenberg_corpus(tmp_path):
     assert base["chance_accuracy"] == pytest.approx(0.1 * answerable)
     assert 0.2 < base["most_frequent_candidate_accuracy"] < 0.25
   assert ds.splits["train"]["candidate_mask"].sum(1).min() == 10
+
+
+# --- cbt_books' options: passage length, word classes, blanks per query -------------------
+
+NOUNS = ["cup", "box", "hat", "pot", "jar", "mat", "pen", "rug", "fan", "net", "bag", "can"]
+
+
+def noun_book(k):
+  """A book of 40 sentences of 12 tokens: sentence j names the character of its own
+  book and the nouns 3j .. 3j+2 (mod 12) of the book's twelve, each after "the", so
+  any 4 sentences in a row name all twelve and every noun of a sentence is in the 4
+  before it."""
+  letter = chr(97 + k)
+  nouns = [n + letter for n in NOUNS]
+  lines = [f"then {NAMES[k]}{letter} saw the {nouns[3 * j % 12]} , the "
+           f"{nouns[(3 * j + 1) % 12]} and the {nouns[(3 * j + 2) % 12]} ."
+           for j in range(40)]
+  return "\n".join(lines) + "\n"
+
+
+def write_noun_books(folder, count=5):
+  os.makedirs(folder)
+  for k in range(count):
+    with open(os.path.join(folder, f"book{k}.txt"), "w") as f:
+      f.write(noun_book(k))
+
+
+def noun_config(tmp_path, **options):
+  return {"source": "cbt_books", "data_dir": str(tmp_path / "data"), "use_cache": False,
+          "vocab_size": 200, "validation_books": 1, "test_books": 1,
+          "min_entity_count": 1, "word_classes": "CN", "context_sentences": 4,
+          **options}
+
+
+def written_noun_task(tmp_path, **options):
+  """The task's examples per split, as written, for the noun books."""
+  write_noun_books(str(tmp_path / "data" / "books"))
+  corpus = data_books.read_books(str(tmp_path / "data" / "books"))
+  return cloze_books.cbt_splits(corpus, noun_config(tmp_path, **options))[0]
+
+
+def test_common_nouns_follow_determiners_and_modifiers_do_not():
+  sentences = [["the", "door", "opened", "."], ["a", "little", "door", "shut", "."],
+               ["the", "little", "girl", "ran", "."], ["her", "girl", "sang", "."],
+               ["she", "sang", "at", "the", "door", "."]] * 5
+  assert cloze_books.common_nouns([sentences]) == {"door", "girl"}
+  # Seen 4 times only: not a word the task may blank.
+  assert cloze_books.common_nouns([sentences[:5]]) == frozenset()
+
+
+def test_every_qualifying_word_of_a_query_is_a_question(tmp_path):
+  every = written_noun_task(tmp_path, blanks_per_query="every")
+  one = written_noun_task(tmp_path / "again", blanks_per_query="one")
+  # 20 queries a book (sentences 21 .. 40), 3 nouns each; 3 training books.
+  assert {s: len(e) for s, e in every.items()} == {"train": 180, "validation": 60,
+                                                    "test": 60}
+  assert {s: len(e) for s, e in one.items()} == {"train": 60, "validation": 20,
+                                                  "test": 20}
+  queries = {}
+  for e in every["train"]:
+    queries.setdefault(e.query.index("XXXXX"), []).append(e)
+  assert sorted(queries) == [4, 7, 10]  # Each of the three nouns in turn.
+
+
+def test_answers_and_candidates_come_from_the_last_context_sentences(tmp_path):
+  for split, examples in written_noun_task(tmp_path, blanks_per_query="every").items():
+    for e in examples:
+      window = {w for s in e.context[-4:] for w in s}
+      assert e.answer in e.candidates and len(set(e.candidates)) == 10
+      assert e.answer in window
+      assert all(c in window or c in e.query for c in e.candidates)
+      assert all(c[:-1] in NOUNS for c in e.candidates)  # Common nouns only.
+      # One book: every word of the context, the query and the candidates.
+      letters = {w[-1] for s in (*e.context, e.query) for w in s if w[:-1] in NOUNS}
+      assert letters == {c[-1] for c in e.candidates}
+      assert len(letters) == 1
+
+
+def test_no_question_straddles_two_books_or_two_splits(tmp_path):
+  task = written_noun_task(tmp_path, blanks_per_query="every")
+  books_of = {s: {c[-1] for e in examples for c in e.candidates}
+              for s, examples in task.items()}
+  assert len(books_of["validation"]) == len(books_of["test"]) == 1
+  assert len(books_of["train"]) == 3
+  assert not books_of["train"] & (books_of["validation"] | books_of["test"])
+  # The first 20 sentences of a book are context only: 20 queries a book.
+  for examples in task.values():
+    for e in examples:
+      assert e.context[0][:2] == ("then", e.context[0][1])
+      assert len({w[-1] for s in e.context for w in s if w[:-1] in NOUNS}) == 1
+
+
+def test_a_window_too_small_for_ten_candidates_makes_no_question(tmp_path):
+  # 3 sentences name 9 nouns: with the query's 3 again, 8 others for each blank.
+  task = written_noun_task(tmp_path, context_sentences=3)
+  assert {s: len(e) for s, e in task.items()} == {"train": 0, "validation": 0,
+                                                  "test": 0}
+
+
+def test_the_reader_reads_exactly_the_4_sentences_before_the_query(tmp_path):
+  write_noun_books(str(tmp_path / "data" / "books"))
+  ds = data.load("cloze", noun_config(tmp_path, blanks_per_query="every"))
+  assert ds.info["num_questions"] == {"train": 180, "validation": 60, "test": 60}
+  assert ds.info["context_sentences"] == 4 and ds.info["word_type"] == "CN"
+  words = np.asarray(ds.info["vocabulary"])
+  for split, arrays in ds.splits.items():
+    assert np.all(arrays["passage_length"] == 4 * 12)  # 4 sentences of 12 tokens.
+    passages = words[arrays["passage"][:, :48]]
+    # Sentence starts at 0, 12, 24, 36 and nowhere else.
+    starts = [list(np.flatnonzero(p == "then")) for p in passages]
+    assert all(s == [0, 12, 24, 36] for s in starts), split
+    assert np.all(arrays["candidate_mask"].sum(1) == 10)
+    rows = np.arange(len(arrays["answer"]))
+    assert np.all(arrays["candidate_mask"][rows, arrays["answer"]])
+    # Every answer is in its passage.
+    answer_ids = arrays["answer"] + 3
+    assert all(a in p for a, p in zip(answer_ids, arrays["passage"]))
+
+
+def test_both_word_classes_blank_names_and_nouns(tmp_path):
+  # Named entities need 10 in the window: with one name a sentence, only over 20
+  # sentences; common nouns within 4.
+  task = written_noun_task(tmp_path, word_classes="NE,CN", context_sentences=20,
+                           blanks_per_query="every")
+  kinds = {e.answer[0].isupper() for e in task["train"]}
+  assert kinds == {False}  # One name per book: never 10 names, only nouns.
+  for e in task["train"]:
+    assert all(c[:-1] in NOUNS for c in e.candidates)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"word_classes": "NE,V"}, "word_classes='NE,V'; give NE, CN or NE,CN"),
+    ({"word_classes": "CN,CN"}, "word_classes='CN,CN'"),
+    ({"context_sentences": 0}, r"context_sentences=0; give an integer in \[1, 20\]"),
+    ({"context_sentences": 21}, "context_sentences=21"),
+    ({"blanks_per_query": "all"}, "blanks_per_query='all'; give one of one, every"),
+])
+def test_bad_task_options_name_the_fix(tmp_path, options, message):
+  write_noun_books(str(tmp_path / "data" / "books"))
+  with pytest.raises(ConfigError, match=message):
+    data.load("cloze", noun_config(tmp_path, **options))

@@ -48,7 +48,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -59,6 +59,7 @@ from lnorm.data import locate
 from lnorm.data.cloze import cbt
 from lnorm.data.cloze import dataset
 from lnorm.data.cloze import example as ex
+from lnorm.errors import ConfigError
 
 DEFAULT_PASSAGE_SENTENCES = 4  # cloze_books: as the LN paper's CNN passages.
 DEFAULT_MIN_ENTITY_COUNT = 3
@@ -67,8 +68,25 @@ NUM_CANDIDATES = 10  # Hill et al.
 #: Capitalised words that are titles, not names, though never seen lower-cased.
 TITLES = frozenset({"Mr", "Mrs", "Ms", "Dr", "St", "Messrs", "Mme", "Mlle"})
 SPLITS = ("train", "validation", "test")
+#: cbt_books: the word classes a blank may be (``data.word_classes``): named entities
+#: and common nouns, the CBT's two main classes (Hill et al.).
+WORD_CLASSES = ("NE", "CN")
+#: cbt_books, ``data.blanks_per_query``: "one" blank drawn per query sentence, as the
+#: CBT; "every": a question for every word of the sentence that qualifies.
+BLANKS_PER_QUERY = ("one", "every")
+#: Common nouns without a tagger (:func:`common_nouns`): the words a determiner or a
+#: possessive precedes; seen at least this often, ...
+COMMON_NOUN_MIN_COUNT = 5
+DETERMINERS = frozenset({"the", "a", "an", "his", "her", "my", "your", "their", "our",
+                         "its"})
+#: ... after a determiner in at least this share of their occurrences, ...
+COMMON_NOUN_DETERMINER_SHARE = 0.3
+#: ... and followed there by such a word in less than this share (``the little
+#: girl``: ``little`` modifies a noun; ``the door .``: ``door`` is one).
+COMMON_NOUN_MODIFIER_SHARE = 0.2
 #: The data fields that decide the written CBT-style task.
-TASK_FIELDS = ("validation_books", "test_books", "min_entity_count", "seed")
+TASK_FIELDS = ("validation_books", "test_books", "min_entity_count", "seed",
+               "context_sentences", "word_classes", "blanks_per_query")
 SOURCE_NOTE = "SOURCE.txt"  # Beside cbt/: what the task was built from.
 _log = logging.getLogger(__name__)
 
@@ -87,6 +105,36 @@ def entity_words(book_sentences: Sequence[Sequence[Sequence[str]]],
           inside[w] = inside.get(w, 0) + 1
   return frozenset(w for w, n in inside.items()
                    if n >= min_count and w.lower() not in lower and w not in TITLES)
+
+
+def common_nouns(book_sentences: Sequence[Sequence[Sequence[str]]],
+                 min_count: int = COMMON_NOUN_MIN_COUNT) -> frozenset[str]:
+  """The lower-case word types taken for common nouns, without a tagger (the CBT
+  used one): alphabetic words seen at least ``min_count`` times, at least
+  COMMON_NOUN_DETERMINER_SHARE of them right after a determiner or possessive
+  (``the door``, ``his hand``), and followed there by another such word less than
+  COMMON_NOUN_MODIFIER_SHARE of the time, which leaves out most adjectives (``the
+  little girl``). An approximation: on the 17 books it keeps ``world``, ``house``,
+  ``door``, ``whale``, drops ``little``, ``same``, ``whole``, and misses nouns seldom
+  seen after a determiner."""
+  total, after = {}, {}
+  for sentences in book_sentences:
+    for sentence in sentences:
+      for i, w in enumerate(sentence):
+        if w.isalpha() and w.islower():
+          total[w] = total.get(w, 0) + 1
+          if i > 0 and sentence[i - 1].lower() in DETERMINERS:
+            after[w] = after.get(w, 0) + 1
+  nounish = {w for w, n in total.items()
+             if n >= min_count and after.get(w, 0) >= COMMON_NOUN_DETERMINER_SHARE * n}
+  modifies = {}
+  for sentences in book_sentences:
+    for sentence in sentences:
+      for i in range(1, len(sentence) - 1):
+        if sentence[i - 1].lower() in DETERMINERS and sentence[i + 1] in nounish:
+          modifies[sentence[i]] = modifies.get(sentence[i], 0) + 1
+  return frozenset(w for w in nounish
+                   if modifies.get(w, 0) < COMMON_NOUN_MODIFIER_SHARE * after[w])
 
 
 def _name_shaped(w: str) -> bool:
@@ -189,63 +237,128 @@ def load_cloze_books(config: Any, auto: bool) -> core.Dataset:
 # --- cbt_books: the Children's Book Test made from the books --------------------------------
 
 
-def cbt_examples(sentences: Sequence[Sequence[str]], entities: frozenset[str],
-                 rng: np.random.Generator) -> list[cbt.CbtExample]:
-  """The CBT-style examples of one book's sentences (see the module docstring)."""
+def cbt_examples(sentences: Sequence[Sequence[str]], classes: Mapping[str, frozenset[str]],
+                 rng: np.random.Generator, context_sentences: int = cbt.CONTEXT_LINES,
+                 every_blank: bool = False) -> list[cbt.CbtExample]:
+  """The CBT-style examples of one book's sentences (see the module docstring).
+
+  ``classes``: word class -> its words (``{"NE": entities}``); a blank's candidates
+  are words of its own class. Answers and candidates come from the last
+  ``context_sentences`` of the 20 context sentences (and the query), the passage
+  the reader then reads. ``every_blank``: a question for every qualifying word of
+  the query, else one drawn at random."""
   out = []
   c = cbt.CONTEXT_LINES
   for i in range(c, len(sentences)):
     context, query = sentences[i - c:i], list(sentences[i])
     if cbt.BLANK in query:
       continue
-    in_context = list(dict.fromkeys(w for s in context for w in s if w in entities))
-    choices = answers(query, set(in_context))
-    if not choices:
+    blanks, pools = [], {}
+    for name, words in classes.items():
+      in_window = list(dict.fromkeys(w for s in context[c - context_sentences:] for w in s
+                                     if w in words))
+      for answer in answers(query, set(in_window)):
+        # The reader matches candidates whatever their case, and a common noun
+        # opening the sentence is capitalised: it must not be in the query twice.
+        if name != "NE" and [w.lower() for w in query].count(answer) != 1:
+          continue
+        blanks.append(answer)
+        pools[answer] = [w for w in dict.fromkeys(in_window + [w for w in query if w in words])
+                         if w != answer]
+    if not blanks:
       continue
-    answer = choices[rng.integers(len(choices))]
-    others = [w for w in dict.fromkeys(in_context + [w for w in query if w in entities])
-              if w != answer]
-    if len(others) < NUM_CANDIDATES - 1:
-      continue
-    picked = [others[j] for j in rng.choice(len(others), NUM_CANDIDATES - 1, replace=False)]
-    blanked = tuple(cbt.BLANK if w == answer else w for w in query)
-    out.append(cbt.CbtExample(tuple(map(tuple, context)), blanked, answer,
-                              tuple(sorted([answer, *picked]))))
+    enough = [a for a in blanks if len(pools[a]) >= NUM_CANDIDATES - 1]
+    if every_blank:
+      chosen = enough
+    else:
+      # Uniform over the blanks with 9 others to draw. Drawn over all blanks first:
+      # within one class all or none have enough, and the task of one class stays
+      # the one written before there were several.
+      k = rng.integers(len(blanks))
+      if not enough:
+        continue
+      chosen = [blanks[k] if blanks[k] in enough else enough[rng.integers(len(enough))]]
+    for answer in chosen:
+      pool = pools[answer]
+      picked = [pool[j] for j in rng.choice(len(pool), NUM_CANDIDATES - 1, replace=False)]
+      blanked = tuple(cbt.BLANK if w == answer else w for w in query)
+      out.append(cbt.CbtExample(tuple(map(tuple, context)), blanked, answer,
+                                tuple(sorted([answer, *picked]))))
   return out
+
+
+def task_options(config: Any) -> tuple[tuple[str, ...], int, bool]:
+  """cbt_books' ``(word classes, context_sentences, every_blank)``, checked."""
+  raw = core.option(config, "word_classes", "NE")
+  classes = tuple(w.strip().upper() for w in str(raw).split(","))
+  if (not all(w in WORD_CLASSES for w in classes)
+      or len(set(classes)) != len(classes)):
+    raise ConfigError(f"cbt_books: word_classes={raw!r}; give NE, CN or NE,CN "
+                      "(--config.data.word_classes=NE,CN).")
+  context = core.option(config, "context_sentences", cbt.CONTEXT_LINES)
+  if not isinstance(context, int) or not 1 <= context <= cbt.CONTEXT_LINES:
+    raise ConfigError(f"cbt_books: context_sentences={context!r}; give an integer in "
+                      f"[1, {cbt.CONTEXT_LINES}] (--config.data.context_sentences=4).")
+  blanks = core.option(config, "blanks_per_query", "one")
+  if blanks not in BLANKS_PER_QUERY:
+    raise ConfigError(f"cbt_books: blanks_per_query={blanks!r}; give one of "
+                      f"{', '.join(BLANKS_PER_QUERY)} (--config.data.blanks_per_query=every).")
+  return classes, context, blanks == "every"
+
+
+def word_type_tag(classes: Sequence[str]) -> str:
+  """The ``<T>`` of the written files' names: ``NE``, ``CN``, ``NE+CN``."""
+  return "+".join(classes)
 
 
 def cbt_splits(corpus: Sequence[books.Book], config: Any):
   """cbt_books: split name -> CbtExamples, and a description of the corpus."""
   seed = core.option(config, "seed", 0)
+  names, context, every_blank = task_options(config)
   sentences, entities, parts = _corpus_parts(corpus, config)
+  classes = {"NE": entities}
+  if "CN" in names:
+    classes["CN"] = common_nouns(list(sentences.values()))
+  classes = {name: classes[name] for name in names}
   index = {b.name: k for k, b in enumerate(corpus)}
   splits = {split: [e for b in chosen
-                    for e in cbt_examples(sentences[b.name], entities,
-                                          np.random.default_rng([seed, index[b.name], 20]))]
+                    for e in cbt_examples(sentences[b.name], classes,
+                                          np.random.default_rng([seed, index[b.name], 20]),
+                                          context, every_blank)]
             for split, chosen in parts.items()}
-  return splits, _describe_corpus(corpus, entities, parts)
+  described = _describe_corpus(corpus, entities, parts)
+  if "CN" in names:
+    described += f", {len(classes['CN'])} common noun word types"
+  return splits, described
 
 
-def file_names(counts: dict[str, int]) -> dict[str, str]:
+def file_names(counts: dict[str, int], tag: str = "NE") -> dict[str, str]:
   """split -> file name, in the CBT's pattern (``cbtest_NE_valid_2000ex.txt``)."""
-  return {"train": "cbtest_NE_train.txt",
-          "validation": f"cbtest_NE_valid_{counts['validation']}ex.txt",
-          "test": f"cbtest_NE_test_{counts['test']}ex.txt"}
+  return {"train": f"cbtest_{tag}_train.txt",
+          "validation": f"cbtest_{tag}_valid_{counts['validation']}ex.txt",
+          "test": f"cbtest_{tag}_test_{counts['test']}ex.txt"}
 
 
 def write_task(corpus: Sequence[books.Book], config: Any, folder: str) -> str:
   """Writes the task's three files into ``<folder>/cbt/``; returns the description
   of the corpus."""
   splits, described = cbt_splits(corpus, config)
+  names, context, every_blank = task_options(config)
   os.makedirs(os.path.join(folder, cbt.NAME))
   counts = {s: len(e) for s, e in splits.items()}
-  names = file_names(counts)
+  files = file_names(counts, word_type_tag(names))
   described += "; questions: " + ", ".join(f"{s} {n}" for s, n in counts.items())
   for split, examples in splits.items():
-    cbt.write_file(os.path.join(folder, cbt.NAME, names[split]), examples)
+    cbt.write_file(os.path.join(folder, cbt.NAME, files[split]), examples)
+  what = " and ".join({"NE": "named-entity", "CN": "common-noun"}[n] for n in names)
+  how = []
+  if context < cbt.CONTEXT_LINES:
+    how.append(f"answers and candidates from the last {context} context sentences")
+  if every_blank:
+    how.append("a question for every qualifying word of a query")
   with open(os.path.join(folder, SOURCE_NOTE), "w", encoding="utf-8") as f:
-    f.write(f"CBT-style named-entity questions built by lnorm.data.cloze.books from "
-            f"{described}\n")
+    f.write(f"CBT-style {what} questions built by lnorm.data.cloze.books from "
+            f"{described}{''.join('; ' + h for h in how)}\n")
   return described
 
 
@@ -281,21 +394,23 @@ def _write_once(config: Any, books_path: str, folder: str) -> None:
 
 def load_cbt_books(config: Any, auto: bool) -> core.Dataset:
   del auto
+  tag = word_type_tag(task_options(config)[0])
   word_type, _ = cbt.check_options(config)
   if word_type != "NE":
-    raise core.DataError(f"cbt_books builds named-entity questions only; got "
-                         f"word_type={word_type!r}. Set --config.data.word_type=NE.")
+    raise core.DataError(f"cbt_books takes its word classes from data.word_classes, not "
+                         f"word_type={word_type!r}: set --config.data.word_classes="
+                         f"{word_type} and leave data.word_type at NE.")
   books_path = _books_path(config)
   if not cache.enabled(config):
     # Nothing may stay behind: the task is written to a folder deleted after reading.
     with tempfile.TemporaryDirectory(prefix="lnorm-cbt-books-") as tmp:
       write_task(books.read_books(books_path), config, tmp)
-      return cbt.load_files(config, _files(tmp), "cbt_books", _source_note(tmp),
-                            [sys.modules[__name__]])
+      return cbt.load_files(config, _files(tmp, tag), "cbt_books", _source_note(tmp),
+                            [sys.modules[__name__]], word_type=tag)
   folder = task_folder(config, books_path)
   _write_once(config, books_path, folder)
-  return cbt.load_files(config, _files(folder), "cbt_books", _source_note(folder),
-                        [sys.modules[__name__]])
+  return cbt.load_files(config, _files(folder, tag), "cbt_books", _source_note(folder),
+                        [sys.modules[__name__]], word_type=tag)
 
 
 def _source_note(folder: str) -> str:
@@ -303,8 +418,8 @@ def _source_note(folder: str) -> str:
     return f.read().strip()
 
 
-def _files(folder: str) -> dict[str, str]:
-  found = cbt.split_files(os.path.join(folder, cbt.NAME), "NE")
+def _files(folder: str, tag: str) -> dict[str, str]:
+  found = cbt.split_files(os.path.join(folder, cbt.NAME), tag)
   if found is None or "test" not in found:
     raise core.DataError(f"cbt_books: {folder} does not hold the three task files; "
                          "delete it and run again.")

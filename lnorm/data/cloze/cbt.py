@@ -215,10 +215,12 @@ def check_options(config: Any) -> tuple[str, int]:
 
 
 def load_files(config: Any, files: dict[str, str], source: str, notes: str = "",
-               decoder=()) -> core.Dataset:
+               decoder=(), word_type: str | None = None) -> core.Dataset:
   """The dataset of CBT files ``split -> path`` (the real CBT, or the task written
-  from books, whose module is added to the ``decoder`` modules of the cache key)."""
-  word_type, context = check_options(config)
+  from books, whose module is added to the ``decoder`` modules of the cache key, and
+  whose ``word_type`` names its word classes, ``NE+CN``)."""
+  checked_type, context = check_options(config)
+  word_type = word_type or checked_type
   seed = core.option(config, "seed", 0)
   location = os.path.dirname(files["train"])
   info = {"word_type": word_type, "context_sentences": context,
