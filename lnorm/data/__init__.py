@@ -7,6 +7,7 @@ Datasets and their sources ('auto' tries the listed order):
   cifar10          tfds -> files               train/validation/test (+ 'synthetic')
   imdb             tfds -> files               train/validation/test (+ 'synthetic')
   books            files                       train/validation (+ 'synthetic')
+  book_chars       files                       train/validation/test (+ 'synthetic')
   image_captions   files                       train/validation/test (+ 'synthetic')
   iamondb          files -> strokes_npy        train/validation/test (+ 'synthetic')
   cloze            files                       train/validation/test (+ 'cbt', 'cbt_books',
@@ -22,6 +23,7 @@ import logging
 from typing import Any
 
 from lnorm.data import binarized_mnist
+from lnorm.data import book_chars
 from lnorm.data import books
 from lnorm.data import cifar10
 from lnorm.data import cloze
@@ -47,6 +49,7 @@ DATASETS = {
     "cifar10": cifar10,
     "imdb": imdb,
     "books": books,
+    "book_chars": book_chars,
     "iamondb": iamondb,
     "image_captions": image_captions,
     "cloze": cloze,

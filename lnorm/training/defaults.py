@@ -94,6 +94,9 @@ def base_config() -> ml_collections.ConfigDict:
   c.optimizer = ml_collections.ConfigDict()
   c.optimizer.name = "adam"  # One of lnorm.training.optim.OPTIMIZERS.
   c.optimizer.learning_rate = 1e-3
+  # Linear learning-rate warm-up over the first N updates (from lr / N to lr), then the
+  # constant rate (0: none). Xiong et al. (2020): post-LN Transformers need it.
+  c.optimizer.warmup_steps = 0
   c.optimizer.clip_global_norm = 0.0  # Clip the global gradient norm (0: off).
   # How clip_global_norm applies (lnorm.training.optim.GLOBAL_CLIP_RULES): "standard",
   # or "attentive_reader_code", the attentive-reader authors' code's miscomputed clip.
@@ -138,6 +141,7 @@ _BOUNDS = (
     ("checkpoint_every_secs", 0, False, "seconds between time-based checkpoints"),
     ("progress_every_secs", 0, True, "seconds between progress lines"),
     ("optimizer.learning_rate", 0, False, "the step size"),
+    ("optimizer.warmup_steps", 0, True, "the updates of the learning-rate warm-up (0: none)"),
     ("optimizer.clip_global_norm", 0, True, "the global-norm clip (0: off)"),
     ("optimizer.clip_tensor_norm", 0, True, "the per-tensor clip (0: off)"),
     ("length_buckets.num", 1, True, "length buckets (1: off)"),

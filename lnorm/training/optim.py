@@ -270,9 +270,20 @@ def _as_transformation(stage: ClipStage, init_check=None) -> optax.GradientTrans
   return optax.GradientTransformation(init_fn, update_fn)
 
 
+def linear_warmup(warmup_steps: int) -> optax.GradientTransformation:
+  """Scales the update of step t (from 0) by ``min(1, (t + 1) / warmup_steps)``: the
+  learning rate rises linearly from ``lr / warmup_steps`` at the first update to
+  ``lr`` at update ``warmup_steps``, and stays there. Scaling the optimizer's final
+  update is scaling its learning rate, for every optimizer here (each applies the rate
+  last)."""
+  return optax.scale_by_schedule(
+      lambda count: jnp.minimum(1.0, (count + 1) / warmup_steps))
+
+
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
-  """``config`` is the ``optimizer`` block: name, learning_rate, and the clips of
-  :func:`clip_stages`, applied in that order before the optimizer."""
+  """``config`` is the ``optimizer`` block: name, learning_rate, the clips of
+  :func:`clip_stages`, applied in that order before the optimizer, and
+  ``warmup_steps`` (:func:`linear_warmup`; absent or 0: none) after it."""
   if config.name not in OPTIMIZERS:
     raise ConfigError(f"Unknown optimizer {config.name!r}. Valid choices: "
                       f"{', '.join(OPTIMIZERS)}.")
@@ -282,6 +293,11 @@ def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransform
   chain = [_as_transformation(s, check if s.metric == "elementwise_clipped_fraction"
                               else None) for s in clip_stages(config)]
   chain.append(OPTIMIZERS[config.name](config))
+  warmup_steps = int(config.get("warmup_steps", 0) or 0)
+  if warmup_steps < 0:
+    raise ConfigError(f"optimizer.warmup_steps={warmup_steps}: it must be >= 0 (0: none).")
+  if warmup_steps:
+    chain.append(linear_warmup(warmup_steps))
   return optax.chain(*chain)
 
 

@@ -34,6 +34,7 @@ EXPERIMENTS = {
     "attentive_reader": "experiments.attentive_reader.task",
     "skip_thoughts": "experiments.skip_thoughts.task",
     "order_embeddings": "experiments.order_embeddings.task",
+    "transformer_lm": "experiments.transformer_lm.task",
 }
 
 
