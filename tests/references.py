@@ -454,6 +454,86 @@ def draw_filterbank(g, delta, var, n, size, eps=1e-8):
   return out
 
 
+# --- Transformer (Vaswani et al. 2017; pre-LN: Xiong et al. 2020) --------------------
+
+
+def gelu_tanh(x):
+  """GELU in its tanh form (Hendrycks & Gimpel 2016)."""
+  return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def causal_attention_ref(x, p, num_heads, causal=True, scaled=True):
+  """Multi-head self-attention of ``x [B, T, d]`` with ``p`` = {qkv, out}: per head h,
+  ``softmax(q_h k_h^T / sqrt(d_h) + M) v_h`` with ``M[i, j] = -inf`` for j > i, the
+  heads concatenated, then the output map. ``qkv``'s 3d outputs are q, k, v in that
+  order, each split into heads of d / num_heads consecutive units. A loop over
+  examples, heads and query positions. ``causal``/``scaled`` False: the wrong variants
+  that tests show the comparison can tell apart."""
+  x = np.asarray(x, np.float64)
+  batch, length, width = x.shape
+  head = width // num_heads
+  qkv = dense(x, p["qkv"])
+  q, k, v = qkv[..., :width], qkv[..., width:2 * width], qkv[..., 2 * width:]
+  out = np.zeros_like(x)
+  for b in range(batch):
+    for h in range(num_heads):
+      cols = slice(h * head, (h + 1) * head)
+      for i in range(length):
+        keys = i + 1 if causal else length
+        logits = k[b, :keys, cols] @ q[b, i, cols] / (math.sqrt(head) if scaled else 1.0)
+        w = np.exp(logits - logits.max())
+        out[b, i, cols] = (w / w.sum()) @ v[b, :keys, cols]
+  return dense(out, p["out"])
+
+
+def mlp_block_ref(x, p):
+  """``W_2 gelu(W_1 x + b_1) + b_2`` with ``p`` = {hidden, output}."""
+  return dense(gelu_tanh(dense(x, p["hidden"])), p["output"])
+
+
+def transformer_block_ref(x, p, num_heads, placement, norm):
+  """One layer: post ``N(x + f(x))``, pre ``x + f(N(x))``, none ``x + f(x)``, for f the
+  attention then the MLP; ``norm`` names the normalizer (norm_train_ref)."""
+  sublayers = ((lambda y: causal_attention_ref(y, p["attention"], num_heads),
+                p.get("attention_norm", {})),
+               (lambda y: mlp_block_ref(y, p["mlp"]), p.get("mlp_norm", {})))
+  for f, norm_p in sublayers:
+    if placement == "post":
+      x = norm_train_ref(norm, x + f(x), norm_p)
+    elif placement == "pre":
+      x = x + f(norm_train_ref(norm, x, norm_p))
+    else:
+      x = x + f(x)
+  return x
+
+
+def transformer_lm_ref(tokens, p, *, num_layers, num_heads, placement, norm,
+                       positions=None, tied=True):
+  """Logits ``[B, T, V]``: ``E[tokens] sqrt(d) + P[:T]``, the layers, for pre-LN a final
+  N, then ``x E^T`` (tied) or the output layer. ``positions``: a fixed ``[T, d]``
+  table (sinusoidal); None: the learned ``p['positions']``."""
+  embedding = np.asarray(p["embed"]["embedding"], np.float64)
+  width = embedding.shape[1]
+  table = p["positions"] if positions is None else positions
+  x = embedding[tokens] * math.sqrt(width) + np.asarray(table, np.float64)[:tokens.shape[1]]
+  for i in range(num_layers):
+    x = transformer_block_ref(x, p[f"block_{i}"], num_heads, placement, norm)
+  if placement == "pre":
+    x = norm_train_ref(norm, x, p.get("final_norm", {}))
+  return x @ embedding.T if tied else dense(x, p["output"])
+
+
+def sinusoidal_ref(length, width):
+  """``PE[t, 2i] = sin(t / 10000^(2i / d))``, ``PE[t, 2i + 1] = cos(t / 10000^(2i / d))``,
+  entry by entry."""
+  pe = np.zeros((length, width))
+  for t in range(length):
+    for j in range(width):
+      angle = t / 10000 ** ((j - j % 2) / width)
+      pe[t, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+  return pe
+
+
 # --- losses ---------------------------------------------------------------------------
 
 

@@ -141,7 +141,7 @@ class TransformerLM(nn.Module):
       table = jnp.asarray(sinusoidal_positions(self.context, self.width))
     else:
       raise ValueError(f"Unknown positions {self.positions!r}; valid: {', '.join(POSITIONS)}.")
-    x = x + table[:length]
+    x = x + table[None, :length]
     for i in range(self.num_layers):
       x = Block(self.num_heads, self.mlp_size, self.placement, self.attention_norm,
                 self.norm, name=f"block_{i}")(x, train=train)
