@@ -1,9 +1,9 @@
 r"""A character-level Transformer language model with the normalizer in the post-LN
-or pre-LN place (docs/experiments.md, sec. 9): LayerNorm's successors where they
+or pre-LN place (docs/experiments.md, sec. 12): LayerNorm's successors where they
 were proposed, and Xiong et al.'s (2020) placement claim.
 
-Paper size (the defaults), as in the pre-LN analyses (Xiong et al. 2020, sec. 4:
-6 layers, width 512, 8 heads, MLP 2048): a decoder-only Transformer over a context of
+Paper size (the defaults), as in the pre-LN analyses (Xiong et al. 2020, their
+WMT14 base: 6 layers, width 512, 8 heads, MLP 2048): a decoder-only Transformer over a context of
 512 characters, tied input and output embeddings, learned positions; Adam lr 5e-4,
 batch 32 windows, linear warm-up over 4,000 updates (Xiong et al.'s post-LN
 baseline), then constant; 100k updates, validation every 2,000.
@@ -97,9 +97,11 @@ def get_config(arg=None):
     c.model.num_heads = 2
     c.model.mlp_size = 24
     c.data.source = "synthetic"
+    c.data.synthetic_books = 12  # 10 train, 1 validation, 1 test.
     c.data.context = 32
     c.data.validation_books = c.data.test_books = 1
     c.optimizer.warmup_steps = 0
+    c.optimizer.learning_rate = 3e-3
     c.batch_size = 8
     c.max_steps = 0
     c.num_epochs = 1

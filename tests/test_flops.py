@@ -83,6 +83,12 @@ CONFIGS = {
                       {"batch_size": 3, "model.hidden_size": 7, "model.embed_size": 5}),
     "order_embeddings": ("configs/order_embeddings.py:norm=ln,smoke=true",
                          {"batch_size": 3, "model.embed_size": 7, "model.word_size": 5}),
+    "transformer_lm": ("configs/transformer_lm.py:norm=ln,placement=post,smoke=true",
+                       {"batch_size": 3, "model.width": 10, "model.num_heads": 2,
+                        "model.mlp_size": 7, "model.num_layers": 3, "data.context": 13}),
+    "transformer_lm_untied": ("configs/transformer_lm.py:norm=none,placement=none,smoke=true",
+                              {"batch_size": 3, "model.width": 10, "model.num_heads": 5,
+                               "model.mlp_size": 7, "model.tie_embeddings": False}),
 }
 
 

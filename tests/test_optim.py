@@ -234,3 +234,42 @@ def test_the_global_norm_keeps_inf_and_nan_gradients_non_finite():
   assert np.isnan(float(optim.global_norm({"w": np.array([1e30, np.nan], np.float32)})))
   assert float(optim.global_norm({"w": np.zeros(3, np.float32)})) == 0.0
   assert float(optim.global_norm({})) == 0.0
+
+@pytest.mark.parametrize("name", ["sgd", "momentum", "adam", "adam_theano"])
+def test_linear_warmup_scales_the_learning_rate_then_leaves_it(name):
+  """Over warmup_steps = 3 updates the rate is lr/3, 2lr/3, lr, then lr: each update
+  is the un-warmed optimizer's update (from the same state) times that fraction."""
+  config = ml_collections.ConfigDict({"name": name, "learning_rate": 0.5,
+                                      "warmup_steps": 3})
+  plain = ml_collections.ConfigDict({"name": name, "learning_rate": 0.5})
+  warm_tx, plain_tx = optim.make_optimizer(config), optim.make_optimizer(plain)
+  params = {k: jnp.zeros_like(v) for k, v in GRADS.items()}
+  warm_state, plain_state = warm_tx.init(params), plain_tx.init(params)
+  rng = np.random.default_rng(0)
+  for t, fraction in enumerate([1 / 3, 2 / 3, 1.0, 1.0, 1.0]):
+    grads = {k: jnp.asarray(rng.normal(size=v.shape), jnp.float32) for k, v in GRADS.items()}
+    warm, warm_state = warm_tx.update(grads, warm_state, params)
+    plain, plain_state = plain_tx.update(grads, plain_state, params)
+    for k in GRADS:
+      np.testing.assert_allclose(warm[k], fraction * np.asarray(plain[k]), rtol=1e-6,
+                                 err_msg=f"update {t}")
+
+
+def test_no_warmup_is_the_plain_optimizer():
+  """warmup_steps 0 (the default) or absent adds nothing to the chain, so that runs
+  and checkpoints from before the field are unchanged."""
+  with_zero = optim.make_optimizer(ml_collections.ConfigDict(
+      {"name": "adam", "learning_rate": 0.1, "warmup_steps": 0}))
+  without = optim.make_optimizer(ml_collections.ConfigDict(
+      {"name": "adam", "learning_rate": 0.1}))
+  params = {k: jnp.zeros_like(v) for k, v in GRADS.items()}
+  assert (jax.tree.structure(with_zero.init(params))
+          == jax.tree.structure(without.init(params)))
+
+
+def test_a_negative_warmup_is_refused_before_any_data_loads():
+  from lnorm.training import defaults  # pylint: disable=g-import-not-at-top
+  config = defaults.base_config()
+  config.optimizer.warmup_steps = -5
+  with pytest.raises(ConfigError, match="optimizer.warmup_steps=-5"):
+    defaults.check_values(config)

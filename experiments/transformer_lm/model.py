@@ -1,5 +1,5 @@
 """A decoder-only Transformer language model whose normalizer and its placement are
-config choices (docs/experiments.md, sec. 9).
+config choices (docs/experiments.md, sec. 12).
 
   tokens -> embedding * sqrt(d) + positions -> L blocks -> [final norm] -> logits
 

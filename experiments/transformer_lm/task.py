@@ -1,5 +1,5 @@
 """A character-level Transformer language model on the books corpus, with every
-per-example normalizer in the post-LN or pre-LN place (docs/experiments.md, sec. 9).
+per-example normalizer in the post-LN or pre-LN place (docs/experiments.md, sec. 12).
 
 Examples are windows of ``context + 1`` characters of one book
 (``lnorm.data.book_chars``); the model reads the first ``context`` and predicts each

@@ -49,7 +49,7 @@ from lnorm.gpucheck import records as records_lib
 from lnorm.gpucheck import timing
 
 #: Most expensive first, so that the parallel workers finish together.
-EXPERIMENTS = ("skip_thoughts", "handwriting", "attentive_reader", "draw",
+EXPERIMENTS = ("transformer_lm", "skip_thoughts", "handwriting", "attentive_reader", "draw",
                "order_embeddings", "bln_imdb", "bln_cifar", "perm_mnist")
 #: The rehearsal's (``--toy``): the MLP on MNIST's files, and a model with LSTM layers.
 TOY_EXPERIMENTS = ("perm_mnist", "handwriting")
