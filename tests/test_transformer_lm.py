@@ -143,6 +143,20 @@ def test_a_later_token_never_changes_an_earlier_output():
     assert np.all(np.abs(after[:, j] - before[:, j]).max(-1) > 1e-4), j
 
 
+@pytest.mark.parametrize("norm", ["ln", "scalenorm"])
+def test_the_padding_rows_of_an_evaluation_batch_change_nothing(norm):
+  """The task pads no token (every window is full); the loop fills the last evaluation
+  batch with padding rows (mask 0). Per-example normalizers never look across rows, so
+  a row's logits are the same beside padding as beside real windows."""
+  model = small_model(norm, "post")
+  t = tokens(6, batch=3)
+  variables = _init(model, t)
+  padded = t.copy()
+  padded[1:] = 0
+  np.testing.assert_array_equal(np.asarray(model.apply(variables, padded))[0],
+                                np.asarray(model.apply(variables, t))[0])
+
+
 def test_dyt_starts_higher_before_attention_than_elsewhere():
   model = small_model("dyt", "pre")
   values = model.init(jax.random.key(0), tokens())["params"]
