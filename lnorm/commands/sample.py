@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   # pylint: disable=g-import-not-at-top
-  from lnorm.evaluation.bln_search import load_run_config
+  from lnorm.training.assembly import load_run_config
   from lnorm.errors import UserError
   from lnorm.training.task import load_task
   config = load_run_config(args.workdir, overrides)
