@@ -71,8 +71,8 @@ class AssembledRun:
     """The structure, shapes and shardings a checkpoint of this run restores into."""
     return abstract_like(self.initial_state())
 
-  def restore(self, workdir: str) -> tuple[TrainState, dict[str, Any]]:
-    """The latest checkpoint of ``workdir`` (a run of this config) and its host record."""
+  def restore(self, workdir: str) -> tuple[TrainState, int]:
+    """``(state, step)``: the latest checkpoint of ``workdir``, a run of this config."""
     return restore_latest(workdir, self.abstract_state())
 
 
@@ -96,6 +96,19 @@ def assemble(config: ml_collections.ConfigDict, *, task: task_lib.Task | None = 
   buckets = length_buckets(config, task, train_arrays)
   return AssembledRun(config, task, dataset, train_arrays, mesh, model, buckets,
                       steps_per_epoch, total_steps)
+
+
+def restore_trained(config: ml_collections.ConfigDict, task: task_lib.Task,
+                    model: nn.Module, examples: Mapping[str, np.ndarray], workdir: str,
+                    fix: str = "train it first with `lnorm train`",
+                    ) -> tuple[TrainState, int]:
+  """``(state, step)``: the latest checkpoint of ``workdir`` restored into the state
+  ``model`` trains with under ``config``, its structure taken from an initialisation
+  on ``examples`` (``config.batch_size`` examples of the data's shapes), so that a
+  command reads a trained run without loading its data (``lnorm sample``,
+  ``lnorm evaluate``). A run with no checkpoint is a ``UserError`` that says ``fix``."""
+  target = init_train_state(config, task, model, examples, parallel.make_mesh())
+  return restore_latest(workdir, abstract_like(target), fix)
 
 
 # --- a trained run's config -----------------------------------------------------------
