@@ -50,6 +50,8 @@ def build_model(config, num_symbols: int) -> HandwritingSynthesis:
 class Task(BaseTask):
   norms = ("none",) + PER_EXAMPLE_NORMS
   loss_reductions = LOSS_REDUCTIONS
+  #: (max_steps, generator): each epoch's sample reuses the compiled generator.
+  _generator: tuple = (None, None)
 
   def build_model(self, dataset):
     self._model = build_model(self.config, dataset.info["num_symbols"])
@@ -124,8 +126,7 @@ class Task(BaseTask):
       raise UserError("The text to write is empty.")
     # Lines average about 20 moves per character; leave room for slow writers.
     max_steps = int(self.config.get("sample_max_steps", 0)) or 40 * len(ids) + 100
-    # Kept: each epoch's sample reuses the compiled generator.
-    if getattr(self, "_generator", (None, None))[0] != max_steps:
+    if self._generator[0] != max_steps:
       self._generator = (max_steps, sampling.make_generator(self._model, max_steps))
     generate = self._generator[1]
     sample = sampling.write_text(generate, params, ids, seed, bias)

@@ -83,9 +83,7 @@ def evaluate(workdir: str, tasks, *, encoder: str = "trained", data_dir: str | N
   workdir = os.path.abspath(workdir)
   config = load_run_config(workdir)
   task = load_task(config)
-  if not hasattr(task, "sentence_encoder"):
-    raise UserError(f"Experiment {config.experiment!r} has no sentence encoder to "
-                    "evaluate: lnorm evaluate scores sentence-vector models (skip_thoughts).")
+  # An experiment without a sentence encoder says so (Task.sentence_encoder).
   encode, step = task.sentence_encoder(workdir, encoder)
   tasks = sentence_eval.task_names(tasks)
   scores = sentence_eval.evaluate_encoder(encode, tasks, data_dir or config.data.get("data_dir"),
