@@ -161,5 +161,5 @@ def test_length_buckets_need_a_task_with_a_variable_length_feature():
   with pytest.raises(ConfigError, match="length_buckets.num=1"):
     steps.length_buckets(config, task_lib.load_task(config), {})
   config.length_buckets.num = 0
-  with pytest.raises(ConfigError, match="at least 1"):
-    steps.length_buckets(config, task_lib.load_task(config), {})
+  with pytest.raises(ConfigError, match=">= 1"):  # Checked once, with the other fields.
+    task_lib.check_config(config)

@@ -15,8 +15,7 @@ import pytest
 from lnorm.evaluation import bln_search
 from lnorm import cli
 from lnorm import config as config_lib
-from lnorm.training import steps
-from lnorm.training.task import load_task
+from lnorm.training import assembly, steps
 from tests.helpers import epoch_records
 
 CIFAR = "configs/bln_cifar.py:norm=bln,batch_size={bs},smoke=true"
@@ -91,13 +90,12 @@ def test_search_rows_are_finite_and_the_selection_is_the_validation_optimum(
 def test_grouped_evaluation_equals_separate_batches(bln_b1_run):
   # Mini-batch statistics over batches of 3 (the last one of 1): one vmapped call
   # must give what evaluating each batch on its own gives.
-  config = bln_search.load_run_config(bln_b1_run)
+  config = assembly.load_run_config(bln_b1_run)
   config.norm_options.bln.inference = "bbbb"
-  task = load_task(config)
-  dataset = task.load_data()
-  model = task.build_model(dataset)
   mesh = bln_search.one_device_mesh()
-  state = bln_search.restore_state(config, task, model, dataset, bln_b1_run, mesh)
+  run = assembly.assemble(config, mesh=mesh)
+  task, dataset, model = run.task, run.dataset, run.model
+  state = bln_search.restore_state(run, bln_b1_run)
   arrays = dataset.splits["validation"]
   grouped = bln_search.evaluate_split(bln_search.GroupedEvaluator(task, model), state,
                                       arrays, 3, mesh, examples_per_call=6)
@@ -117,7 +115,7 @@ def test_grouped_evaluation_equals_separate_batches(bln_b1_run):
 def test_config_from_flat_round_trip():
   config = config_lib.load_config(IMDB.format(bs=1))
   flat = json.loads(json.dumps(config_lib.to_flat_dict(config)))
-  rebuilt = bln_search.config_from_flat(flat)
+  rebuilt = assembly.config_from_flat(flat)
   # config.json is flat, so empty groups (norm_options.none) are not in it.
   assert config_lib.to_flat_dict(rebuilt) == config_lib.to_flat_dict(config)
   assert rebuilt.model.lstm_sizes == (8, 4)  # Tuples come back as tuples.

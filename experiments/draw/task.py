@@ -34,6 +34,8 @@ class Task(BaseTask):
   norms = ("none", "wn") + tuple(
       v for name in PER_EXAMPLE_NORMS for v in (f"{name}_cell", name))
   rng_streams = ("sample",)
+  #: (generate, reconstruct), jitted at the first epoch end and reused after.
+  _pictures: tuple | None = None
 
   def build_model(self, dataset):
     c = self.config
@@ -72,7 +74,7 @@ class Task(BaseTask):
     """Writes the sample grid and the canvas strip of this epoch and logs them."""
     if jax.process_index() != 0:
       return None
-    if not hasattr(self, "_pictures"):
+    if self._pictures is None:
       self._pictures = _picture_fns(self._model.clone(trace=True))
     generate, reconstruct = self._pictures
     params = jax.device_get(state.params)

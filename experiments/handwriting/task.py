@@ -30,9 +30,7 @@ from lnorm.errors import UserError
 from lnorm.evaluation import trivial
 from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_lstm_cell
-from lnorm.training.checkpoint import restore_latest
-from lnorm.training.steps import TrainState
-from lnorm.training.optim import make_optimizer
+from lnorm.training import assembly
 from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
 
 DATA_RECORD = "handwriting_data.json"
@@ -52,6 +50,8 @@ def build_model(config, num_symbols: int) -> HandwritingSynthesis:
 class Task(BaseTask):
   norms = ("none",) + PER_EXAMPLE_NORMS
   loss_reductions = LOSS_REDUCTIONS
+  #: (max_steps, generator): each epoch's sample reuses the compiled generator.
+  _generator: tuple = (None, None)
 
   def build_model(self, dataset):
     self._model = build_model(self.config, dataset.info["num_symbols"])
@@ -114,7 +114,7 @@ class Task(BaseTask):
     with open(path) as f:
       record = json.load(f)
     self._model = build_model(self.config, record["num_symbols"])
-    params = restore_params(self.config, self._model, workdir)
+    params = restore_params(self.config, self, self._model, workdir)
     if out_base is None:
       slug = re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")[:40] or "text"
       out_base = os.path.join(workdir, "samples", f"{slug}_bias{bias:g}_seed{seed}")
@@ -126,8 +126,7 @@ class Task(BaseTask):
       raise UserError("The text to write is empty.")
     # Lines average about 20 moves per character; leave room for slow writers.
     max_steps = int(self.config.get("sample_max_steps", 0)) or 40 * len(ids) + 100
-    # Kept: each epoch's sample reuses the compiled generator.
-    if getattr(self, "_generator", (None, None))[0] != max_steps:
+    if self._generator[0] != max_steps:
       self._generator = (max_steps, sampling.make_generator(self._model, max_steps))
     generate = self._generator[1]
     sample = sampling.write_text(generate, params, ids, seed, bias)
@@ -151,15 +150,10 @@ def write_data_record(workdir: str, info: dict) -> dict:
   return record
 
 
-def restore_params(config, model: HandwritingSynthesis, workdir: str):
+def restore_params(config, task: Task, model: HandwritingSynthesis, workdir: str):
   """The parameters of the latest checkpoint, restored without loading any data:
   their shapes depend only on the config and the alphabet."""
-  dummy = (jnp.zeros((1, 2, 3)), jnp.ones((1,), jnp.int32), jnp.zeros((1, 1), jnp.int32),
-           jnp.ones((1,), jnp.int32))
-  tx = make_optimizer(config.optimizer)
-
-  def create():
-    params = model.init(jax.random.key(0), *dummy, train=True)["params"]
-    return TrainState.create(apply_fn=model.apply, params=params, tx=tx, batch_stats={})
-
-  return restore_latest(workdir, jax.eval_shape(create))[0].params
+  n = config.batch_size
+  examples = {"strokes": np.zeros((n, 2, 3), np.float32), "length": np.ones(n, np.int32),
+              "text": np.zeros((n, 1), np.int32), "text_length": np.ones(n, np.int32)}
+  return assembly.restore_trained(config, task, model, examples, workdir)[0].params

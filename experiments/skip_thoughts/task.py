@@ -40,8 +40,7 @@ from lnorm.errors import UserError
 from lnorm.evaluation import trivial
 from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_gru_cell, masked_mean, sequence_mask
-from lnorm.training import parallel, steps
-from lnorm.training.checkpoint import abstract_like, restore_latest
+from lnorm.training import assembly, parallel, steps
 from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
 
 VOCABULARY_FILE = "vocabulary.txt"
@@ -103,14 +102,13 @@ class Task(BaseTask):
       raise UserError(f"Unknown encoder {kind!r}; valid: {', '.join(ENCODERS)}.")
     vocab = load_vocabulary(workdir)
     model = self.model_for_vocabulary(len(vocab))
-    mesh = parallel.make_mesh()
-    state = steps.init_train_state(
-        self.config, self, model,
-        placeholder_examples(self.config.batch_size, self.config.data.max_words), mesh)
-    step = 0
-    if kind != "random":
-      state, step = restore_latest(
-          workdir, abstract_like(state),
+    examples = placeholder_examples(self.config.batch_size, self.config.data.max_words)
+    if kind == "random":
+      state, step = steps.init_train_state(self.config, self, model, examples,
+                                           parallel.make_mesh()), 0
+    else:
+      state, step = assembly.restore_trained(
+          self.config, self, model, examples, workdir,
           "train it first with `lnorm train`, or evaluate --encoder random")
     return params_encoder(model, jax.device_get(state.params), vocab, kind), step
 

@@ -74,18 +74,16 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
 def evaluate(workdir: str, tasks, *, encoder: str = "trained", data_dir: str | None = None,
              folds: int = 10, inner_folds: int = 10, protocol: str = "senteval") -> dict:
   """Scores the run in ``workdir`` on ``tasks`` and records the results there."""
-  from lnorm.evaluation import bln_search  # pylint: disable=g-import-not-at-top
   from lnorm.evaluation import sentence_eval  # pylint: disable=g-import-not-at-top
   from lnorm import config as config_lib  # pylint: disable=g-import-not-at-top
   from lnorm.training.metrics_writer import MetricWriter  # pylint: disable=g-import-not-at-top
+  from lnorm.training.assembly import load_run_config  # pylint: disable=g-import-not-at-top
   from lnorm.training.task import load_task  # pylint: disable=g-import-not-at-top
 
   workdir = os.path.abspath(workdir)
-  config = bln_search.load_run_config(workdir)
+  config = load_run_config(workdir)
   task = load_task(config)
-  if not hasattr(task, "sentence_encoder"):
-    raise UserError(f"Experiment {config.experiment!r} has no sentence encoder to "
-                    "evaluate: lnorm evaluate scores sentence-vector models (skip_thoughts).")
+  # An experiment without a sentence encoder says so (Task.sentence_encoder).
   encode, step = task.sentence_encoder(workdir, encoder)
   tasks = sentence_eval.task_names(tasks)
   scores = sentence_eval.evaluate_encoder(encode, tasks, data_dir or config.data.get("data_dir"),

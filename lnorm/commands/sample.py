@@ -28,14 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   # pylint: disable=g-import-not-at-top
-  from lnorm.evaluation.bln_search import load_run_config
-  from lnorm.errors import UserError
+  from lnorm.training.assembly import load_run_config
   from lnorm.training.task import load_task
   config = load_run_config(args.workdir, overrides)
   task = load_task(config)
-  if not hasattr(task, "sample"):
-    raise UserError(f"Experiment {config.experiment!r} has no sampler: `lnorm sample` works "
-                    "for generative experiments whose task defines sample().")
+  # An experiment without a sampler says so (Task.sample).
   paths = task.sample(args.workdir, text=args.text, bias=args.bias, seed=args.seed,
                       out_base=args.out)
   print(json.dumps(paths, indent=2))

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   from lnorm.training import workdir_lock  # pylint: disable=g-import-not-at-top
   from lnorm.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
   from lnorm.training import parallel  # pylint: disable=g-import-not-at-top
-  from lnorm.training import task  # pylint: disable=g-import-not-at-top
+  from lnorm.training import assembly  # pylint: disable=g-import-not-at-top
   config = load(args.config, overrides)
   if args.dry_run:
     from lnorm.training import dry_run  # pylint: disable=g-import-not-at-top
@@ -70,13 +70,14 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   # Before any other JAX call; the processes of one multi-host job share the workdir,
   # and the first of them holds it for the job.
   parallel.maybe_initialize_distributed()
-  task.check_config(config)  # Before the workdir is made or any data loads.
+  # The run's one check, before the workdir is made or any data loads.
+  task = assembly.check(config)
   workdir = workdir_lock.make_workdir(args.workdir)
   import jax  # pylint: disable=g-import-not-at-top
   # Held before anything in the workdir is read or written: a second job stops here.
   with (workdir_lock.hold(workdir, "lnorm train") if jax.process_index() == 0
         else contextlib.nullcontext()), run_files.log_file(workdir):
     # The run's log stays in its workdir, as a sweep member's does.
-    metrics = train_and_evaluate(config, args.workdir)
+    metrics = train_and_evaluate(config, args.workdir, task)
   print(json.dumps({"workdir": args.workdir, "final": metrics}, indent=2, default=str))
   return 0

@@ -29,21 +29,17 @@ import dataclasses
 import json
 import logging
 import os
-from typing import Any, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 from jax.sharding import Mesh
 
-from lnorm import config as config_lib
 from lnorm.errors import UserError
 from lnorm.normalization import (BLN_STATISTICS, bln_inference_configurations,
                                  finalize_epoch_statistics)
-from lnorm.training import run_files, steps
-from lnorm.training.checkpoint import abstract_like, restore_latest
-from lnorm.training.task import load_task
+from lnorm.training import assembly, run_files, steps
 
 CSV_FILE = "bln_search.csv"
 JSON_FILE = run_files.BLN_SEARCH_FILE
@@ -51,30 +47,9 @@ JSON_FILE = run_files.BLN_SEARCH_FILE
 DEFAULT_EXAMPLES_PER_CALL = 1000
 
 
-def config_from_flat(flat: dict[str, Any]) -> ml_collections.ConfigDict:
-  """The nested config of a run from the flat dotted dict in its config.json.
-
-  JSON turned tuples into lists; they become tuples again (configs hold tuples).
-  """
-  nested: dict[str, Any] = {}
-  for dotted, value in flat.items():
-    *parents, leaf = dotted.split(".")
-    node = nested
-    for p in parents:
-      node = node.setdefault(p, {})
-    node[leaf] = tuple(value) if isinstance(value, list) else value
-  return ml_collections.ConfigDict(nested)
-
-
-def load_run_config(workdir: str, overrides: dict[str, str] | None = None):
-  path = os.path.join(workdir, run_files.CONFIG_FILE)
-  if not os.path.exists(path):
-    raise UserError(f"{path} does not exist: --workdir must be a directory that "
-                    "`lnorm train` wrote (it holds config.json and checkpoints/).")
-  with open(path) as f:
-    config = config_from_flat(json.load(f)["config"])
-  config_lib.apply_overrides(config, overrides or {})
-  return config
+# Where they used to live; a run's config is read in ``lnorm.training.assembly``.
+config_from_flat = assembly.config_from_flat
+load_run_config = assembly.load_run_config
 
 
 @dataclasses.dataclass
@@ -168,9 +143,9 @@ def shuffled(arrays, seed: int, max_examples: int | None = None):
   return {k: v[order] for k, v in arrays.items()}
 
 
-def restore_state(config, task, model, dataset, workdir: str, mesh):
+def restore_state(run: assembly.AssembledRun, workdir: str):
   """The latest checkpoint of ``workdir``, restored into the structure training
-  built for ``config``, with the population statistics its own evaluation used.
+  built for the run's config, with the population statistics its own evaluation used.
 
   A checkpoint saved inside an epoch (``max_steps``, an interruption, a time-based
   save) holds that epoch's accumulating sums, not yet averaged into the population
@@ -180,9 +155,7 @@ def restore_state(config, task, model, dataset, workdir: str, mesh):
   (``finalize_epoch_statistics``), and so does the search; at an epoch end the sums
   are empty and this changes nothing.
   """
-  target = steps.init_train_state(config, task, model, dataset.splits[task.train_split()],
-                                 mesh)
-  state = restore_latest(workdir, abstract_like(target))[0]
+  state = run.restore(workdir)[0]
   if _mid_epoch(state.batch_stats):
     logging.info("The checkpoint at step %d is inside an epoch: population statistics "
                  "are the averages over its batches so far, as the run's own evaluation "
@@ -219,14 +192,14 @@ def search(workdir: str, *, batch_size: int | None = None,
   config = load_run_config(workdir, overrides)
   if "validation" not in splits:
     raise UserError("The search selects on the validation split: include it in --splits.")
-  task = load_task(config)
-  dataset = task.load_data()
+  batch_size = batch_size or config.batch_size
+  mesh = one_device_mesh()
+  run = assembly.assemble(config, mesh=mesh)
+  task, dataset = run.task, run.dataset
   missing = [s for s in splits if s not in dataset.splits]
   if missing:
     raise UserError(f"The dataset has no split {missing[0]!r} (it has "
                     f"{', '.join(dataset.splits)}).")
-  batch_size = batch_size or config.batch_size
-  mesh = one_device_mesh()
   is_bln = config.norm == "bln"
   if not is_bln:
     configurations = ["-"]
@@ -243,7 +216,7 @@ def search(workdir: str, *, batch_size: int | None = None,
       config.norm_options.bln.inference = inference
     model = task.build_model(dataset)
     if state is None:
-      state = restore_state(config, task, model, dataset, workdir, mesh)
+      state = restore_state(run, workdir)
     evaluator = GroupedEvaluator(task, model)
     scores = {s: evaluate_split(evaluator, state, eval_arrays[s], batch_size, mesh,
                                 examples_per_call) for s in splits}

@@ -69,10 +69,11 @@ import numpy as np
 from lnorm import config as config_lib
 from lnorm.data import batching
 from lnorm.data.core import Dataset
-from lnorm.errors import ConfigError, DivergenceError, Interrupted, UserError
+from lnorm.errors import DivergenceError, Interrupted
 from lnorm.normalization import finalize_epoch_statistics
 from lnorm.progress import Progress, stage
 from lnorm.rnn import normalizer_record
+from lnorm.training import assembly
 from lnorm.training import compilation_cache
 from lnorm.training import defaults
 from lnorm.training import environment
@@ -83,19 +84,21 @@ from lnorm.training.checkpoint import Checkpointer
 from lnorm.training.checkpoint_policy import CheckpointTimer, resume
 from lnorm.training.eval_schedule import EvalSchedule, crossed_multiple, misalignment
 from lnorm.training.metrics_writer import MetricWriter
-from lnorm.training.steps import (SplitEvaluator, TrainState, init_train_state,
-                                  length_buckets, make_eval_step, make_train_chunk,
-                                  make_train_step)
-from lnorm.training.task import Task, load_task
+from lnorm.training.steps import (SplitEvaluator, TrainState, make_eval_step,
+                                  make_train_chunk, make_train_step)
+from lnorm.training.task import Task
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, float]:
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
+                       task: Task | None = None) -> dict[str, float]:
   """Trains and evaluates one config into ``workdir``; resumes if it holds a checkpoint.
 
+  ``task``: what ``assembly.check(config)`` returned, when the caller (``lnorm train``)
+  checked the config already; else it is checked here, the same way.
   Returns the final epoch's logged metrics.
   """
-  run = set_up(config, os.path.abspath(workdir))
-  state = init_train_state(config, run.task, run.model, run.train_arrays, run.mesh)
+  run = set_up(config, os.path.abspath(workdir), task)
+  state = run.assembled.initial_state()
   checkpointer = Checkpointer(run.workdir)
   state, host, start_step = resume(checkpointer, state, run.workdir)
   checkpointer.check_room(state)  # Before an epoch is trained that could not be saved.
@@ -134,6 +137,7 @@ class Run:
   steps_per_epoch: int
   total_steps: int
   schedule: EvalSchedule
+  assembled: assembly.AssembledRun | None = None
 
   @property
   def num_epochs(self) -> int:
@@ -143,43 +147,33 @@ class Run:
     return f"epoch {min(step // self.steps_per_epoch + 1, self.num_epochs)}/{self.num_epochs}"
 
 
-def set_up(config: ml_collections.ConfigDict, workdir: str) -> Run:
-  """Checks the config and the workdir, loads the data and builds the model."""
+def set_up(config: ml_collections.ConfigDict, workdir: str,
+           task: Task | None = None) -> Run:
+  """Checks the config (unless ``task``, ``assembly.check``'s result, says it was) and
+  the workdir, loads the data and builds the model."""
   parallel.maybe_initialize_distributed()
   compilation_cache.enable()
   if config.matmul_precision != "default":
     jax.config.update("jax_default_matmul_precision", config.matmul_precision)
-  task = load_task(config)
+  task = task or assembly.check(config)
   os.makedirs(workdir, exist_ok=True)
   workdir_lib.check_workdir(workdir, config)
-
-  mesh = parallel.make_mesh()
-  parallel.check_batch_size(config.batch_size, mesh)
-  dataset = task.load_data()
-  data_record = workdir_lib.data_record(dataset)
+  assembled = assembly.assemble(config, task=task)
+  data_record = workdir_lib.data_record(assembled.dataset)
   workdir_lib.check_data(workdir, data_record)
-  train_arrays = dataset.splits[task.train_split()]
-  num_train = dataset.num_examples(task.train_split())
-  steps_per_epoch = batching.steps_per_epoch(num_train, config.batch_size)
-  if steps_per_epoch == 0:
-    raise UserError(f"The training split has {num_train} examples, fewer than one batch "
-                    f"of {config.batch_size}: lower --config.batch_size.")
-  if config.max_steps < 0:
-    raise ConfigError(f"max_steps is {config.max_steps}: use a number of updates, or 0 "
-                      "to train for num_epochs epochs.")
-  total_steps = defaults.total_steps(config, steps_per_epoch)
+  total_steps, steps_per_epoch = assembled.total_steps, assembled.steps_per_epoch
   schedule = EvalSchedule(config.eval_every_steps, config.get("eval_points_per_decade", 0),
                           total_steps)
   note = misalignment(config.eval_every_steps, config.steps_per_call, steps_per_epoch,
                       total_steps)
   if note:  # Evaluations at other steps than asked: say so, where the user looks first.
     logging.warning(note)
-  model = task.build_model(dataset)
-  buckets = length_buckets(config, task, train_arrays)
+  buckets = assembled.buckets
   if buckets is not None:
     logging.info("Length buckets of %r: %s tokens.", buckets.feature, buckets.edges)
-  return Run(config, workdir, task, dataset, data_record, train_arrays, mesh, model,
-             buckets, steps_per_epoch, total_steps, schedule)
+  return Run(config, workdir, task, assembled.dataset, data_record,
+             assembled.train_arrays, assembled.mesh, assembled.model, buckets,
+             steps_per_epoch, total_steps, schedule, assembled)
 
 
 def _open_records(run: Run, state: TrainState, start_step: int) -> MetricWriter:

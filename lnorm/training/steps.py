@@ -159,10 +159,8 @@ def length_buckets(config: ml_collections.ConfigDict, task: Task,
   spec = config.get("length_buckets")
   if spec is None or spec.num == 1:
     return None
-  if spec.num < 1 or spec.group_steps < 1:
-    raise ConfigError(f"length_buckets.num={spec.num}, length_buckets.group_steps="
-                      f"{spec.group_steps}: both must be at least 1 (num 1 turns "
-                      "bucketing off).")
+  # Their bounds (num, group_steps >= 1) are checked with the config's other fields
+  # (``defaults.check_values``), before any data loads.
   if task.length_feature is None:
     raise ConfigError(f"Experiment {config.experiment!r} has no variable-length feature "
                       "to bucket: set --config.length_buckets.num=1.")

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import ml_collections
 
 from lnorm.data.core import Dataset
-from lnorm.errors import ConfigError
+from lnorm.errors import ConfigError, UserError
 from lnorm.normalization import NORMS, check_norm_choice
 from lnorm.training import defaults
 
@@ -122,6 +122,23 @@ class Task:
     (skip-thoughts: its encoder on SentEval). Only called when that field is set."""
     raise NotImplementedError(
         f"{type(self).__name__} has no periodic evaluation; set periodic_eval_every_steps=0.")
+
+  # --- optional abilities: an experiment that has one overrides its method ---
+
+  def sample(self, workdir: str, *, text: str, bias: float = 0.0, seed: int = 0,
+             out_base: str | None = None) -> dict[str, Any]:
+    """``lnorm sample``: writes ``text`` with the run in ``workdir``; returns the files
+    written (handwriting)."""
+    del workdir, text, bias, seed, out_base
+    raise UserError(f"Experiment {self.config.experiment!r} has no sampler: `lnorm sample` "
+                    "works for generative experiments whose task defines sample().")
+
+  def sentence_encoder(self, workdir: str, kind: str = "trained") -> tuple[Any, int]:
+    """``lnorm evaluate``: ``(encode, step)``, the run's sentence encoder and its
+    checkpoint's step (skip-thoughts)."""
+    del workdir, kind
+    raise UserError(f"Experiment {self.config.experiment!r} has no sentence encoder to "
+                    "evaluate: lnorm evaluate scores sentence-vector models (skip_thoughts).")
 
   def train_split(self) -> str:
     return "train"

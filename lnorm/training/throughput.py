@@ -35,10 +35,11 @@ import numpy as np
 from lnorm import config as config_lib
 from lnorm.data import batching
 from lnorm.rnn import cells
+from lnorm.training import assembly
 from lnorm.training import host_memory
 from lnorm.training.optim import make_optimizer
-from lnorm.training.steps import TrainState, length_buckets, make_train_step
-from lnorm.training.task import Task, load_task
+from lnorm.training.steps import TrainState, make_train_step
+from lnorm.training.task import Task
 
 
 def time_calls(fn: Callable[[], Any], n: int) -> tuple[float, float]:
@@ -156,14 +157,11 @@ def measure_config(config: ml_collections.ConfigDict, *, steps: int = 5,
   loaded as ``lnorm train`` loads it), the train step's matmul FLOPs, its measured time
   and its share of the matmul rate; and their means over the shapes (each length
   bucket takes about the same share of the steps)."""
-  task = load_task(config)
-  dataset = task.load_data()
-  arrays = dataset.splits[task.train_split()]
-  buckets = length_buckets(config, task, arrays)
-  model = task.build_model(dataset)
+  run = assembly.assemble(config)
+  task, dataset, model = run.task, run.dataset, run.model
   rate = matmul_rate(matmul_size, matmul_reps)
   rows = []
-  for batch in training_batches(config, arrays, buckets):
+  for batch in training_batches(config, run.train_arrays, run.buckets):
     flops = task.train_step_flops(dataset, batch)
     report = measure_train_step(task, model, config, jax.tree.map(jnp.asarray, batch),
                                 flops=flops, steps=steps, rate=rate)
@@ -211,13 +209,11 @@ def compare_scan(config: ml_collections.ConfigDict, steps: int = 5) -> dict[str,
   """Median wall seconds of the train step with its recurrences fused and scanned,
   timed in alternation (one of each per round) so that a shared machine's load falls
   on both; on the config's first training batch."""
-  task = load_task(config)
-  dataset = task.load_data()
-  arrays = dataset.splits[task.train_split()]
-  batch = jax.tree.map(jnp.asarray, training_batches(config, arrays, None)[0])
-  fused = _step_runner(task, task.build_model(dataset), config, batch)
+  run = assembly.assemble(config)  # Its model is the fused one.
+  batch = jax.tree.map(jnp.asarray, training_batches(config, run.train_arrays, None)[0])
+  fused = _step_runner(run.task, run.model, config, batch)
   with scanned_recurrences():
-    scanned = _step_runner(task, task.build_model(dataset), config, batch)
+    scanned = _step_runner(run.task, run.task.build_model(run.dataset), config, batch)
   times = {"fused": [], "scanned": []}
   for _ in range(steps):
     for name, run in (("fused", fused), ("scanned", scanned)):

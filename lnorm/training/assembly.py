@@ -1,0 +1,141 @@
+"""One run assembled: ``assemble(config)`` builds everything a run of a config needs.
+
+After one check of the config (``check``: the shared fields' bounds, then the
+experiment's own, in its ``Task``), it loads the data, builds the model and the mesh,
+and fixes the schedule (steps per epoch, total steps, length buckets). The initial
+state, its abstract shape and a trained state restored from a workdir all come from
+the same ``AssembledRun``, so that training, ``lnorm bln-search`` and the commands that
+read a trained run agree on the structure a checkpoint restores into.
+
+Also here: ``load_run_config``, the config a workdir's ``config.json`` records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Mapping
+
+import flax.linen as nn
+import ml_collections
+import numpy as np
+
+from lnorm import config as config_lib
+from lnorm.data import batching
+from lnorm.data.core import Dataset
+from lnorm.errors import UserError
+from lnorm.training import defaults
+from lnorm.training import parallel
+from lnorm.training import run_files
+from lnorm.training import task as task_lib
+from lnorm.training.checkpoint import abstract_like, restore_latest
+from lnorm.training.steps import TrainState, init_train_state, length_buckets
+
+
+def check(config: ml_collections.ConfigDict) -> task_lib.Task:
+  """The one check of a config before its data loads; returns its task."""
+  return task_lib.check_config(config)
+
+
+@dataclasses.dataclass(frozen=True)
+class AssembledRun:
+  """What a run of ``config`` trains, on what, and for how long."""
+  config: ml_collections.ConfigDict
+  task: task_lib.Task
+  dataset: Dataset
+  train_arrays: Mapping[str, np.ndarray]
+  mesh: Any
+  model: nn.Module
+  buckets: batching.LengthBuckets | None
+  steps_per_epoch: int
+  total_steps: int
+
+  @property
+  def num_epochs(self) -> int:
+    return -(-self.total_steps // self.steps_per_epoch)
+
+  def ends_epoch(self, step: int) -> bool:
+    """Whether the update that brings the run to ``step`` ends an epoch."""
+    return step % self.steps_per_epoch == 0
+
+  def is_last(self, step: int) -> bool:
+    return step == self.total_steps
+
+  def initial_state(self) -> TrainState:
+    """The initial, replicated train state training starts from."""
+    return init_train_state(self.config, self.task, self.model, self.train_arrays,
+                            self.mesh)
+
+  def abstract_state(self) -> TrainState:
+    """The structure, shapes and shardings a checkpoint of this run restores into."""
+    return abstract_like(self.initial_state())
+
+  def restore(self, workdir: str) -> tuple[TrainState, int]:
+    """``(state, step)``: the latest checkpoint of ``workdir``, a run of this config."""
+    return restore_latest(workdir, self.abstract_state())
+
+
+def assemble(config: ml_collections.ConfigDict, *, task: task_lib.Task | None = None,
+             mesh: Any = None) -> AssembledRun:
+  """Checks ``config`` (unless ``task``, the result of ``check``, is given), loads its
+  data and builds its model on ``mesh`` (default: every device)."""
+  task = task or check(config)
+  if mesh is None:
+    mesh = parallel.make_mesh()
+    parallel.check_batch_size(config.batch_size, mesh)
+  dataset = task.load_data()
+  train_arrays = dataset.splits[task.train_split()]
+  num_train = dataset.num_examples(task.train_split())
+  steps_per_epoch = batching.steps_per_epoch(num_train, config.batch_size)
+  if steps_per_epoch == 0:
+    raise UserError(f"The training split has {num_train} examples, fewer than one batch "
+                    f"of {config.batch_size}: lower --config.batch_size.")
+  total_steps = defaults.total_steps(config, steps_per_epoch)
+  model = task.build_model(dataset)
+  buckets = length_buckets(config, task, train_arrays)
+  return AssembledRun(config, task, dataset, train_arrays, mesh, model, buckets,
+                      steps_per_epoch, total_steps)
+
+
+def restore_trained(config: ml_collections.ConfigDict, task: task_lib.Task,
+                    model: nn.Module, examples: Mapping[str, np.ndarray], workdir: str,
+                    fix: str = "train it first with `lnorm train`",
+                    ) -> tuple[TrainState, int]:
+  """``(state, step)``: the latest checkpoint of ``workdir`` restored into the state
+  ``model`` trains with under ``config``, its structure taken from an initialisation
+  on ``examples`` (``config.batch_size`` examples of the data's shapes), so that a
+  command reads a trained run without loading its data (``lnorm sample``,
+  ``lnorm evaluate``). A run with no checkpoint is a ``UserError`` that says ``fix``."""
+  target = init_train_state(config, task, model, examples, parallel.make_mesh())
+  return restore_latest(workdir, abstract_like(target), fix)
+
+
+# --- a trained run's config -----------------------------------------------------------
+
+
+def config_from_flat(flat: dict[str, Any]) -> ml_collections.ConfigDict:
+  """The nested config of a run from the flat dotted dict in its config.json.
+
+  JSON turned tuples into lists; they become tuples again (configs hold tuples).
+  """
+  nested: dict[str, Any] = {}
+  for dotted, value in flat.items():
+    *parents, leaf = dotted.split(".")
+    node = nested
+    for p in parents:
+      node = node.setdefault(p, {})
+    node[leaf] = tuple(value) if isinstance(value, list) else value
+  return ml_collections.ConfigDict(nested)
+
+
+def load_run_config(workdir: str, overrides: dict[str, str] | None = None):
+  """The config the run in ``workdir`` was trained with, ``overrides`` applied."""
+  path = os.path.join(workdir, run_files.CONFIG_FILE)
+  if not os.path.exists(path):
+    raise UserError(f"{path} does not exist: --workdir must be a directory that "
+                    "`lnorm train` wrote (it holds config.json and checkpoints/).")
+  with open(path) as f:
+    config = config_from_flat(json.load(f)["config"])
+  config_lib.apply_overrides(config, overrides or {})
+  return config
