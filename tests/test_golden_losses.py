@@ -82,7 +82,7 @@ OVERRIDES = {
 HEADLINE = {
     "perm_mnist": "ln", "bln_cifar": "bln", "bln_imdb": "bln", "draw": "ln",
     "handwriting": "ln", "order_embeddings": "ln", "skip_thoughts": "ln",
-    "attentive_reader": "ln",
+    "attentive_reader": "ln", "transformer_lm": "ln",
 }
 
 
