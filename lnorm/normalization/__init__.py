@@ -1,13 +1,13 @@
-"""Normalizers selected by name: ``none``, ``ln``, ``rms``, ``prms``, ``dyt``,
-``scalenorm``, ``ln_simple``, ``bn``, ``wn``, ``bln``, or by import path.
+"""Normalizers selected by name (``none``, ``ln``, ``rms``, ``bn``, ``bln``, ...: the
+registered :data:`DEFINITIONS`) or by import path.
 
 Each normalizer is defined once, in :mod:`lnorm.normalization.modules`: its module and
 its :class:`NormDefinition` (options with defaults and checks, its feed-forward
-:class:`Norm` and how it enters the recurrent cells, :mod:`lnorm.normalization.
+:class:`Norm` and how it enters the recurrent cells; :mod:`lnorm.normalization.
 registry`). A model asks ``make_norm(name, options)`` for a :class:`Norm` and builds
-its layers from it; it never tests the name. A ``Norm`` says how to build a linear layer (plain
-or weight-normalized) and which activation normalizer to apply (identity for
-``none`` and ``wn``), plus two placement defaults taken from the papers.
+its layers from it; it never tests the name. A ``Norm`` says how to build a linear
+layer (plain or weight-normalized) and which activation normalizer to apply (identity
+for ``none`` and ``wn``), plus two placement defaults taken from the papers.
 
 A name of the form ``module:attribute`` (``my_norms:my_norm``) is a normalizer the
 user wrote in their own file (:mod:`lnorm.normalization.user`); every experiment that
