@@ -172,10 +172,13 @@ def test_initial_values_follow_options():
     np.testing.assert_array_equal(params[name]["bias"], 0.0)
   np.testing.assert_array_equal(params["bias"][:H], 1.0)   # f is the first gate
   np.testing.assert_array_equal(params["bias"][H:], 0.0)
-  layer = RecurrentLayer(make_lstm_cell("bn"), H)
-  params = layer.init(jax.random.key(0), jnp.asarray(inputs()), train=True)["params"]
-  for name in ("input_norm", "hidden_norm", "cell_norm"):
-    np.testing.assert_allclose(params["layer_0"][name]["scale"], 0.1)
+  # One default for BN's gain, the feed-forward one (1.0); the attentive reader's
+  # config sets Cooijmans et al.'s 0.1, which reaches every place of the cell.
+  for options, gain in (({}, 1.0), ({"bn_scale_init": 0.1}, 0.1)):
+    layer = RecurrentLayer(make_lstm_cell("bn", **options), H)
+    params = layer.init(jax.random.key(0), jnp.asarray(inputs()), train=True)["params"]
+    for name in ("input_norm", "hidden_norm", "cell_norm"):
+      np.testing.assert_allclose(params["layer_0"][name]["scale"], gain)
 
 
 @pytest.mark.parametrize("variant,invariant", [("ln", True), ("none", False)])
@@ -255,9 +258,9 @@ def test_bfloat16_inputs(kind, variant):
 
 
 def test_unknown_variant_lists_the_valid_names():
-  with pytest.raises(ValueError, match="none, ln, ln_cell, bn, wn"):
+  with pytest.raises(ValueError, match="none, ln, ln_cell, rms, rms_cell, .*, bn, wn"):
     make_lstm_cell("layernorm")
-  with pytest.raises(ValueError, match="Valid choices: none, ln, wn"):
+  with pytest.raises(ValueError, match="Valid choices: none, ln, rms, .*, wn,"):
     make_gru_cell("bn")
   with pytest.raises(ValueError, match="forget_bias"):
     make_gru_cell("ln", forget_bias=1.0)

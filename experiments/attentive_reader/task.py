@@ -24,10 +24,8 @@ pre-activations of attention and readout; ``ln``, LN-LSTMs with the gain init
 
 from __future__ import annotations
 
-import functools
 import logging
 
-import flax.linen as nn
 import jax.numpy as jnp
 import optax
 
@@ -38,7 +36,7 @@ from experiments.attentive_reader.model import (
     passage_entities, restrict)
 from lnorm.data.cloze import ENTITY_OFFSET
 from lnorm.errors import ConfigError
-from lnorm.normalization import PER_EXAMPLE_NORMS, BatchNorm, Identity
+from lnorm.normalization import PER_EXAMPLE_NORMS, Identity, make_norm
 from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.task import Task as BaseTask
 
@@ -105,18 +103,13 @@ class Task(BaseTask):
   def model_for(self, vocab_size: int, num_entities: int, entity_offset: int):
     c = self.config
     cell_variant, ff_bn = VARIANTS.get(c.norm, (c.norm, False))
-    bn = c.norm_options.bn
-    # The LSTM kernels start as model.init says (initialisation.from_config).
+    # The LSTM kernels start as model.init says (initialisation.from_config); recurrent
+    # BN keeps statistics for every step of the longest passage.
     options = {**cell_options(c), "kernel_init": self.inits.lstm_input,
-               "recurrent_kernel_init": self.inits.lstm_recurrent}
-    cell = make_lstm_cell(cell_variant, forget_bias=c.model.forget_bias, **options,
-                          bn_eps=bn.eps, bn_momentum=bn.momentum,
-                          bn_scale_init=bn.scale_init,
-                          bn_max_steps=c.data.max_passage_tokens)
-    ff_norm = Identity
-    if ff_bn:
-      ff_norm = functools.partial(BatchNorm, eps=bn.eps, momentum=bn.momentum,
-                                  scale_init=nn.initializers.constant(bn.scale_init))
+               "recurrent_kernel_init": self.inits.lstm_recurrent,
+               "bn_max_steps": c.data.max_passage_tokens}
+    cell = make_lstm_cell(cell_variant, forget_bias=c.model.forget_bias, **options)
+    ff_norm = make_norm("bn", c.norm_options.bn).layer if ff_bn else Identity
     m = c.model
     self.num_entities = num_entities
     return AttentiveReader(

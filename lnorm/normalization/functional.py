@@ -18,6 +18,7 @@ import functools
 import math
 from typing import Sequence
 
+import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -184,6 +185,18 @@ LN_ROWS = RowStatistics()
 def rms_rows(size: int | None = None) -> RowStatistics:
   """RMSNorm's statistics; pRMSNorm's with ``size``, the entries it reads."""
   return RowStatistics(centered=False, size=size)
+
+
+@flax.struct.dataclass
+class RowNorm:
+  """LN or RMSNorm over the last axis: ``xhat * scale + bias``, where ``xhat`` is
+  ``(x - mean) / sqrt(var + eps)`` (LN) or ``x / sqrt(mean(x^2) + eps)`` (RMSNorm,
+  the mean square over the first ``stats.size`` entries for pRMSNorm)."""
+
+  scale: jax.Array  # [F]
+  bias: jax.Array | None  # [F]; None: no bias
+  eps: float = flax.struct.field(pytree_node=False, default=1e-5)
+  stats: RowStatistics = flax.struct.field(pytree_node=False, default=LN_ROWS)
 
 
 def row_statistics(x: jax.Array, eps: float,

@@ -1,12 +1,21 @@
-"""Thin Flax Linen wrappers around the pure transforms in ``functional``.
+"""Every normalizer, defined once: its module (statistics through the pure transforms
+in ``functional``, its parameters and their initialisation) followed by its
+:class:`~lnorm.normalization.registry.NormDefinition` (its options with their
+defaults and checks, and how it enters a feed-forward layer and a recurrent cell).
 
 Activation normalizers share one call signature, ``norm(x, *, train, mask=None)``, so
-models can swap them without knowing which one they hold. Population statistics live
-in the ``batch_stats`` collection.
+models can swap them without knowing which one they hold. The per-example ones (LN
+and its successors) also run in the recurrent cells, which call them as ``norm(x, *,
+train, step, mask)``: there ``mask`` is a per-row mask ``[T, B]`` or ``[B]`` that only
+recurrent BN's batch statistics need, and a per-example statistic ignores it (a padded
+row is normalized on its own and masked downstream). The fused recurrences
+(:mod:`lnorm.rnn.fused`) run those with ``fusable`` set through ``row_norm``.
+Population statistics live in the ``batch_stats`` collection.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Sequence
 
@@ -14,7 +23,11 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lnorm.errors import ConfigError
 from lnorm.normalization import functional as F
+from lnorm.normalization.functional import RowNorm
+from lnorm.normalization.registry import (
+    InCells, Norm, NormDefinition, axes_option, constant, per_example, register)
 
 Initializer = Callable[..., jax.Array]
 
@@ -33,13 +46,39 @@ def _axes(axes: int | Sequence[int], ndim: int) -> tuple[int, ...]:
   return F._normalize_axes(axes, ndim)
 
 
+def _entry_mask(step, mask):
+  """The mask a per-example statistic uses: the feed-forward layers' (broadcastable to
+  x); none in a recurrent cell (called with ``step``), whose mask marks whole rows."""
+  return None if step is not None else mask
+
+
+def _required(features: int | None, norm: nn.Module) -> int:
+  if features is None:
+    raise ValueError(f"{type(norm).__name__}.row_norm needs the number of features it "
+                     "normalizes: it has no per-feature parameter to read it from.")
+  return features
+
+
 class Identity(nn.Module):
   """The 'none' normalizer: same signature, no computation."""
 
+  fusable = True
+
   @nn.compact
-  def __call__(self, x, *, train: bool = False, mask=None):
-    del train, mask
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
+    del train, step, mask
     return x
+
+  def row_norm(self, features: int | None = None) -> None:
+    del features
+    return None
+
+
+register(NormDefinition(
+    "none", {}, lambda o: Norm("none", nn.Dense, Identity),
+    lambda o: InCells(Identity, Identity, Identity),
+    # A conv map's axes are given to every normalizer (lnorm.models.lenet's callers).
+    placement={"axes": -1}))
 
 
 class _ScaleBias(nn.Module):
@@ -60,6 +99,12 @@ class _ScaleBias(nn.Module):
       bias = self.param("bias", self.bias_init, squeezed, jnp.float32).reshape(shape)
     return scale, bias
 
+  def gain_and_bias(self):
+    """The gain and bias (None without) after initialisation."""
+    scale = jnp.asarray(self.get_variable("params", "scale")) if self.use_scale else None
+    bias = jnp.asarray(self.get_variable("params", "bias")) if self.use_bias else None
+    return scale, bias
+
 
 class LayerNorm(_ScaleBias):
   """LN (LN paper eq. 3-4): statistics per example over ``axes``. eps as in the
@@ -68,12 +113,31 @@ class LayerNorm(_ScaleBias):
   axes: int | Sequence[int] = -1
   eps: float = 1e-5
 
+  fusable = True
+
   @nn.compact
-  def __call__(self, x, *, train: bool = False, mask=None):
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
     del train  # Same computation at training and test time.
     axes = _axes(self.axes, x.ndim)
     scale, bias = self.scale_bias(x, axes)
-    return F.layer_norm(x, scale, bias, axes=axes, eps=self.eps, mask=mask)
+    return F.layer_norm(x, scale, bias, axes=axes, eps=self.eps,
+                        mask=_entry_mask(step, mask))
+
+  def row_norm(self, features: int | None = None) -> RowNorm:
+    """The gain (a constant 1 over ``features`` without one), bias and eps."""
+    scale, bias = self.gain_and_bias()
+    if scale is None:
+      scale = jnp.ones((_required(features, self),), jnp.float32)
+    return RowNorm(scale, bias, self.eps)
+
+
+register(per_example(
+    "ln", LayerNorm,
+    # eps as in the reference code (1e-5), inside the sqrt; the attentive reader
+    # compares the gain's init 1.0 with 0.1.
+    {"eps": 1e-5, "scale_init": 1.0},
+    lambda o: {"eps": o["eps"], "scale_init": constant(o["scale_init"])},
+    has_bias=True))
 
 
 class RMSNorm(_ScaleBias):
@@ -88,13 +152,75 @@ class RMSNorm(_ScaleBias):
   eps: float = 1e-5
   partial: float = 1.0
 
+  fusable = True
+
   @nn.compact
-  def __call__(self, x, *, train: bool = False, mask=None):
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
     del train
     axes = _axes(self.axes, x.ndim)
     scale, bias = self.scale_bias(x, axes)
-    return F.rms_norm(x, scale, bias, axes=axes, eps=self.eps, mask=mask,
+    return F.rms_norm(x, scale, bias, axes=axes, eps=self.eps, mask=_entry_mask(step, mask),
                       partial=self.partial)
+
+  def row_norm(self, features: int | None = None) -> RowNorm:
+    """The gain, bias (None without), eps and the entries its statistic reads."""
+    scale, bias = self.gain_and_bias()
+    if scale is None:
+      scale = jnp.ones((_required(features, self),), jnp.float32)
+    size = None if self.partial == 1.0 else F.partial_size(scale.shape[-1], self.partial)
+    return RowNorm(scale, bias, self.eps, F.rms_rows(size))
+
+
+def _rms_fields(o):
+  return {"eps": o["eps"], "scale_init": constant(o["scale_init"])}
+
+
+#: In the recurrent cells RMSNorm has a gain and no bias, as in the RMSNorm authors'
+#: RMS-LSTM and RMS-GRU: the cell's own biases shift the gates, and RMSNorm does not
+#: re-centre. In feed-forward layers its bias is the layer's b (the paper's eq. 4).
+_RMS_IN_CELLS = {"use_bias": False}
+
+register(per_example(
+    "rms", RMSNorm,
+    # eps inside the sqrt, as LN's (the RMSNorm authors' eps in their RNNs).
+    {"eps": 1e-5, "scale_init": 1.0}, _rms_fields, has_bias=True, in_cells=_RMS_IN_CELLS))
+
+
+def _check_prms(o) -> None:
+  if not 0.0 < o["p"] <= 1.0:
+    raise ConfigError(f"norm_options.prms.p={o['p']}: pRMSNorm's share of the entries "
+                      "must be in (0, 1]; the paper uses 0.0625 (6.25%).")
+
+
+register(per_example(
+    "prms", RMSNorm,
+    # p: the share of the summed inputs the RMS is estimated from (the paper's 6.25%).
+    {"eps": 1e-5, "scale_init": 1.0, "p": 0.0625},
+    lambda o: {**_rms_fields(o), "partial": o["p"]},
+    has_bias=True, in_cells=_RMS_IN_CELLS, check=_check_prms))
+
+
+class DynamicTanh(_ScaleBias):
+  """DyT (Zhu et al. 2025): ``gamma * tanh(alpha * x) + beta``, ``alpha`` one learnable
+  scalar (the paper's default init 0.5), ``gamma`` and ``beta`` over ``axes`` (ones and
+  zeros). No statistics, so no mask; the same at train and test."""
+
+  axes: int | Sequence[int] = -1
+  alpha_init: float = 0.5
+
+  @nn.compact
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
+    del train, step, mask
+    alpha = self.param("alpha", nn.initializers.constant(self.alpha_init), (), jnp.float32)
+    scale, bias = self.scale_bias(x, _axes(self.axes, x.ndim))
+    return F.dynamic_tanh(x, alpha, scale, bias)
+
+
+register(per_example(
+    # alpha at init 0.5, the paper's default; its beta is the layer's bias, as LN's.
+    # No statistics to fuse: the recurrent cells run it step by step.
+    "dyt", DynamicTanh, {"alpha_init": 0.5}, lambda o: {"alpha_init": o["alpha_init"]},
+    has_bias=True))
 
 
 class ScaleNorm(nn.Module):
@@ -107,14 +233,27 @@ class ScaleNorm(nn.Module):
   eps: float = 1e-5
   scale_init: float | None = None
 
+  #: Over F entries ``g * x / sqrt(sum(x^2) + eps)`` is ``(g / sqrt(F)) * x /
+  #: sqrt(mean(x^2) + eps / F)``: RMSNorm's row statistic with the scalar gain spread
+  #: over the row, which is how the fused recurrences run it.
+  fusable = True
+
   @nn.compact
-  def __call__(self, x, *, train: bool = False, mask=None):
+  def __call__(self, x, *, train: bool = False, step=None, mask=None):
     del train
     axes = _axes(self.axes, x.ndim)
     g = self.param("scale", nn.initializers.constant(
         scale_norm_init(self.scale_init, math.prod(x.shape[a] for a in axes))), (),
                    jnp.float32)
-    return F.scale_norm(x, g, axes=axes, eps=self.eps, mask=mask)
+    return F.scale_norm(x, g, axes=axes, eps=self.eps, mask=_entry_mask(step, mask))
+
+  def row_norm(self, features: int | None = None) -> RowNorm:
+    """The scalar gain over ``features`` as RMSNorm's row gain, and eps / features
+    (the gain's gradient is then the sum of the row's)."""
+    features = _required(features, self)
+    g = jnp.asarray(self.get_variable("params", "scale"), jnp.float32)
+    return RowNorm(jnp.broadcast_to(g / math.sqrt(features), (features,)), None,
+                   self.eps / features, F.rms_rows())
 
 
 def scale_norm_init(scale_init: float | None, d: int) -> float:
@@ -122,20 +261,17 @@ def scale_norm_init(scale_init: float | None, d: int) -> float:
   return math.sqrt(d) if scale_init is None else scale_init
 
 
-class DynamicTanh(_ScaleBias):
-  """DyT (Zhu et al. 2025): ``gamma * tanh(alpha * x) + beta``, ``alpha`` one learnable
-  scalar (the paper's default init 0.5), ``gamma`` and ``beta`` over ``axes`` (ones and
-  zeros). No statistics, so no mask; the same at train and test."""
+register(per_example(
+    "scalenorm", ScaleNorm,
+    # eps inside the sqrt of sum(x^2); scale_init None: sqrt(d), the paper's.
+    {"eps": 1e-5, "scale_init": None},
+    lambda o: {"eps": o["eps"], "scale_init": o["scale_init"]}, has_bias=False))
 
-  axes: int | Sequence[int] = -1
-  alpha_init: float = 0.5
 
-  @nn.compact
-  def __call__(self, x, *, train: bool = False, mask=None):
-    del train, mask
-    alpha = self.param("alpha", nn.initializers.constant(self.alpha_init), (), jnp.float32)
-    scale, bias = self.scale_bias(x, _axes(self.axes, x.ndim))
-    return F.dynamic_tanh(x, alpha, scale, bias)
+register(per_example(
+    # LayerNorm-simple (Xu et al. 2019): LN without its gain and bias.
+    "ln_simple", LayerNorm, {"eps": 1e-5},
+    lambda o: {"eps": o["eps"], "use_scale": False, "use_bias": False}, has_bias=False))
 
 
 class BatchNorm(_ScaleBias):
@@ -166,6 +302,197 @@ class BatchNorm(_ScaleBias):
       mean = ra_mean.value.reshape(stat_shape)
       var = ra_var.value.reshape(stat_shape)
     return F.batch_norm(x, scale, bias, mean=mean, var=var, eps=self.eps)
+
+
+class StepBatchNorm(nn.Module):
+  """Recurrent BN (Cooijmans et al. 2016) with population statistics per time step.
+
+  ``batch_stats`` holds ``mean`` and ``var`` of shape ``[max_steps, F]`` and
+  ``trained_steps``, the longest training sequence seen. At inference step t uses
+  row ``min(t, trained_steps - 1)``: sequences longer than every training sequence
+  reuse the last trained step's statistics, as Cooijmans et al. do. A training step
+  whose batch is all padding leaves its row unchanged.
+
+  The batch axis is ``-2`` (``x`` is ``[B, F]`` or time-major ``[T, B, F]``).
+  """
+
+  max_steps: int = 256
+  eps: float = 1e-5
+  momentum: float = 0.99
+  unbiased: bool = False
+  scale_init: Initializer = nn.initializers.constant(0.1)
+  bias_init: Initializer = nn.initializers.zeros
+  use_bias: bool = True
+
+  fusable = False
+
+  @nn.compact
+  def __call__(self, x, *, train: bool, step, mask=None):
+    features = x.shape[-1]
+    step = jnp.asarray(step, jnp.int32)
+    if x.ndim != step.ndim + 2:
+      raise ValueError(
+          f"StepBatchNorm got x of shape {x.shape} with step of shape {step.shape}: "
+          "pass x [B, F] with a scalar step, or time-major x [T, B, F] with step [T].")
+    if step.ndim == 1 and train and x.shape[0] > self.max_steps:
+      raise ValueError(
+          f"Recurrent BN keeps statistics for max_steps={self.max_steps} time steps "
+          f"but a training sequence has {x.shape[0]}: raise the cell's bn max_steps.")
+    pop_mean = self.variable("batch_stats", "mean", jnp.zeros,
+                             (self.max_steps, features), jnp.float32)
+    pop_var = self.variable("batch_stats", "var", jnp.ones,
+                            (self.max_steps, features), jnp.float32)
+    trained = self.variable("batch_stats", "trained_steps",
+                            lambda: jnp.zeros((), jnp.int32))
+    scale = self.param("scale", self.scale_init, (features,), jnp.float32)
+    bias = (self.param("bias", self.bias_init, (features,), jnp.float32)
+            if self.use_bias else None)
+    # Statistics of shape [..., 1, F]: one per time step, reduced over the batch.
+    stat_mask = None if mask is None else mask[..., None]
+    if train:
+      mean, var = F.batch_moments(x, axes=-2, mask=stat_mask, unbiased=self.unbiased)
+      if not self.is_initializing():
+        n = F.count(x, -2, stat_mask)[..., 0, 0]  # real examples per step
+        self._update(pop_mean, pop_var, trained, mean[..., 0, :], var[..., 0, :], n,
+                     step)
+    else:
+      last = jnp.maximum(trained.value - 1, 0)
+      row = jnp.clip(jnp.minimum(step, last), 0, self.max_steps - 1)
+      # jnp.asarray: statistics restored as NumPy arrays cannot take a traced index.
+      mean = jnp.asarray(pop_mean.value)[row][..., None, :]
+      var = jnp.asarray(pop_var.value)[row][..., None, :]
+    return F.batch_norm(x, scale, bias, mean=mean, var=var, eps=self.eps)
+
+  def _update(self, pop_mean, pop_var, trained, mean, var, n, step):
+    # Scatter the batch statistics into their time-step rows; an all-padding step
+    # keeps its row, so an early-ending batch does not drag later statistics to 0.
+    m = self.momentum
+    seen = (n > 0)[..., None]
+    row = jnp.clip(step, 0, self.max_steps - 1)
+    old_mean, old_var = pop_mean.value[row], pop_var.value[row]
+    new_mean = jnp.where(seen, m * old_mean + (1 - m) * mean, old_mean)
+    new_var = jnp.where(seen, m * old_var + (1 - m) * var, old_var)
+    pop_mean.value = pop_mean.value.at[row].set(new_mean)
+    pop_var.value = pop_var.value.at[row].set(new_var)
+    longest = jnp.max(jnp.where(n > 0, step + 1, 0))
+    trained.value = jnp.maximum(trained.value, longest)
+
+
+def _check_bn(o) -> None:
+  if not 0.0 <= o["momentum"] < 1.0:
+    raise ConfigError(f"norm_options.bn.momentum={o['momentum']}: the moving averages' "
+                      "decay must be in [0, 1) (0.99 by default).")
+
+
+def _bn_cells(o) -> InCells:
+  # Recurrent BN: W_h h and W_x x get gains only (the shared gate bias b shifts both;
+  # Cooijmans et al. set their betas to 0); c gets a gain and a bias.
+  step_bn = functools.partial(
+      StepBatchNorm, max_steps=o["max_steps"], eps=o["eps"], momentum=o["momentum"],
+      unbiased=o["unbiased"], scale_init=constant(o["scale_init"]))
+  no_bias = functools.partial(step_bn, use_bias=False)
+  return InCells(no_bias, no_bias, functools.partial(step_bn, use_bias=True))
+
+
+register(NormDefinition(
+    "bn",
+    # scale_init: the gain's init, 1.0; the attentive reader's config sets Cooijmans et
+    # al.'s 0.1 for its recurrent (and feed-forward) BN. unbiased: the variance of the
+    # batch statistics with m - 1 (perm-MNIST at batch 4).
+    {"eps": 1e-5, "momentum": 0.99, "unbiased": False, "scale_init": 1.0},
+    lambda o: Norm("bn", nn.Dense, functools.partial(
+        # ``axes``: the reduced axes; None = all but the last (per channel for NHWC).
+        BatchNorm, axes=axes_option(o["axes"]), eps=o["eps"], momentum=o["momentum"],
+        unbiased=o["unbiased"], scale_init=constant(o["scale_init"])),
+                   normalizes_logits=True, has_bias=True),
+    _bn_cells,
+    # max_steps: the time steps recurrent BN keeps statistics for (the model's longest
+    # training sequence; the attentive reader's passage length).
+    placement={"axes": None, "max_steps": 256}, check=_check_bn))
+
+
+class Dense(nn.Dense):
+  """``flax.linen.Dense`` that multiplies rows on CPU, and can hand out its kernel.
+
+  On CPU, inputs with several leading axes (``[T, B, I]``) are flattened to rows
+  first: the result is the same, but the gradient of the kernel is then a plain
+  ``xᵀ dy`` over rows, where differentiating the 3-D product makes XLA:CPU transpose
+  ``dy`` and run a matmul twice as slow (measured: 18.6 against 5.8 ms for the
+  handwriting LSTM's input projection, docs/performance.md). Other backends keep the
+  3-D product: merging a time axis with a sharded batch axis would make XLA move the
+  activations between devices.
+
+  The fused LSTM recurrence (:mod:`lnorm.rnn.fused`) multiplies by W_h itself, so it
+  asks the cell's linear map for the matrix; :class:`WeightNormDense` answers the
+  same question with its normalized kernel.
+  """
+
+  def __call__(self, inputs: jax.Array) -> jax.Array:
+    if inputs.ndim <= 2 or jax.default_backend() != "cpu":
+      return super().__call__(inputs)
+    rows = inputs.reshape(-1, inputs.shape[-1])
+    return super().__call__(rows).reshape(inputs.shape[:-1] + (self.features,))
+
+  def kernel_matrix(self) -> jax.Array:
+    """The ``[in, out]`` kernel (the module must have been initialised)."""
+    return jnp.asarray(self.get_variable("params", "kernel"))
+
+
+class WeightNormDense(nn.Module):
+  """Dense layer with ``w = g v / ||v||`` per output unit (Salimans & Kingma 2016).
+
+  With ``data_init`` the gain and bias are initialised from the first batch so that
+  the initial pre-activations have zero mean and unit variance per unit (the paper's
+  data-dependent init); flax's ``nn.WeightNorm`` sets the gain to 1 instead.
+  """
+
+  features: int
+  use_bias: bool = True
+  data_init: bool = False
+  kernel_init: Initializer = nn.initializers.normal(0.05)
+  eps: float = 1e-6
+
+  @nn.compact
+  def __call__(self, x):
+    v = self.param("kernel", self.kernel_init, (x.shape[-1], self.features), jnp.float32)
+
+    def initial_stats():
+      t = x.astype(jnp.float32) @ F.weight_norm(v, jnp.ones((self.features,)))
+      axes = tuple(range(t.ndim - 1))
+      mean, var = F.moments(t, axes)
+      inv_std = jax.lax.rsqrt(var.reshape(-1) + self.eps)
+      return mean.reshape(-1), inv_std
+
+    if self.data_init:
+      g = self.param("scale", lambda _: initial_stats()[1])
+    else:
+      g = self.param("scale", nn.initializers.ones, (self.features,), jnp.float32)
+    y = x @ F.weight_norm(v, g).astype(x.dtype)
+    if self.use_bias:
+      if self.data_init:
+        b = self.param("bias", lambda _: -initial_stats()[0] * initial_stats()[1])
+      else:
+        b = self.param("bias", nn.initializers.zeros, (self.features,), jnp.float32)
+      # Explicit broadcast: models run with jax_numpy_rank_promotion='raise' in tests.
+      y = y + jax.lax.broadcast_to_rank(b.astype(y.dtype), y.ndim)
+    return y
+
+  def kernel_matrix(self) -> jax.Array:
+    """``g v / ||v||``, the ``[in, out]`` kernel (after initialisation)."""
+    return F.weight_norm(jnp.asarray(self.get_variable("params", "kernel")),
+                         jnp.asarray(self.get_variable("params", "scale")))
+
+
+register(NormDefinition(
+    "wn",
+    # data_init: the gain and bias from the first batch (the paper's data-dependent
+    # init). The recurrent cells' W_x and W_h always start without it (h is 0 at
+    # init: W_h h would have no variance to standardize).
+    {"data_init": True},
+    lambda o: Norm("wn", functools.partial(WeightNormDense, data_init=o["data_init"]),
+                   Identity, normalizes_logits=True),
+    lambda o: InCells(Identity, Identity, Identity,
+                      dense=functools.partial(WeightNormDense, data_init=False))))
 
 
 #: Population statistics that BLN keeps, in ``batch_stats``.
@@ -290,6 +617,30 @@ class BatchLayerNorm(_ScaleBias):
     self.put_variable("batch_stats", "epoch_count", count + 1)
 
 
+def _check_bln(o) -> None:
+  if o["population"] not in ("epoch_mean", "moving_average"):
+    raise ConfigError(f"norm_options.bln.population={o['population']!r}: use "
+                      "'epoch_mean' or 'moving_average'.")
+  try:
+    F.parse_bln_inference(o["inference"])
+  except ValueError as e:
+    raise ConfigError(f"norm_options.bln.inference: {e}") from None
+
+
+register(NormDefinition(
+    "bln",
+    # eps and mix_eps as in the authors' code; inference: which of the four
+    # statistics come from the population at test time (functional.parse_bln_inference).
+    {"eps": 1e-4, "mix_eps": 1e-4, "inference": "pppp", "population": "epoch_mean",
+     "momentum": 0.99, "batch_axes": (0,), "feature_axes": (-1,)},
+    lambda o: Norm("bln", nn.Dense, functools.partial(
+        BatchLayerNorm, eps=o["eps"], mix_eps=o["mix_eps"], inference=o["inference"],
+        population=o["population"], momentum=o["momentum"],
+        batch_axes=tuple(o["batch_axes"]), feature_axes=tuple(o["feature_axes"])),
+                   default_position="post", has_bias=True),
+    check=_check_bln))
+
+
 def finalize_epoch_statistics(batch_stats: Any) -> Any:
   """Closes a training epoch for every epoch-averaged population statistic.
 
@@ -309,75 +660,3 @@ def finalize_epoch_statistics(batch_stats: Any) -> Any:
         out[acc_key] = jnp.zeros_like(out[acc_key])
     out["epoch_count"] = jnp.zeros_like(n)
   return out
-
-
-class Dense(nn.Dense):
-  """``flax.linen.Dense`` that multiplies rows on CPU, and can hand out its kernel.
-
-  On CPU, inputs with several leading axes (``[T, B, I]``) are flattened to rows
-  first: the result is the same, but the gradient of the kernel is then a plain
-  ``xᵀ dy`` over rows, where differentiating the 3-D product makes XLA:CPU transpose
-  ``dy`` and run a matmul twice as slow (measured: 18.6 against 5.8 ms for the
-  handwriting LSTM's input projection, docs/performance.md). Other backends keep the
-  3-D product: merging a time axis with a sharded batch axis would make XLA move the
-  activations between devices.
-
-  The fused LSTM recurrence (:mod:`lnorm.rnn.fused`) multiplies by W_h itself, so it
-  asks the cell's linear map for the matrix; :class:`WeightNormDense` answers the
-  same question with its normalized kernel.
-  """
-
-  def __call__(self, inputs: jax.Array) -> jax.Array:
-    if inputs.ndim <= 2 or jax.default_backend() != "cpu":
-      return super().__call__(inputs)
-    rows = inputs.reshape(-1, inputs.shape[-1])
-    return super().__call__(rows).reshape(inputs.shape[:-1] + (self.features,))
-
-  def kernel_matrix(self) -> jax.Array:
-    """The ``[in, out]`` kernel (the module must have been initialised)."""
-    return jnp.asarray(self.get_variable("params", "kernel"))
-
-
-class WeightNormDense(nn.Module):
-  """Dense layer with ``w = g v / ||v||`` per output unit (Salimans & Kingma 2016).
-
-  With ``data_init`` the gain and bias are initialised from the first batch so that
-  the initial pre-activations have zero mean and unit variance per unit (the paper's
-  data-dependent init); flax's ``nn.WeightNorm`` sets the gain to 1 instead.
-  """
-
-  features: int
-  use_bias: bool = True
-  data_init: bool = False
-  kernel_init: Initializer = nn.initializers.normal(0.05)
-  eps: float = 1e-6
-
-  @nn.compact
-  def __call__(self, x):
-    v = self.param("kernel", self.kernel_init, (x.shape[-1], self.features), jnp.float32)
-
-    def initial_stats():
-      t = x.astype(jnp.float32) @ F.weight_norm(v, jnp.ones((self.features,)))
-      axes = tuple(range(t.ndim - 1))
-      mean, var = F.moments(t, axes)
-      inv_std = jax.lax.rsqrt(var.reshape(-1) + self.eps)
-      return mean.reshape(-1), inv_std
-
-    if self.data_init:
-      g = self.param("scale", lambda _: initial_stats()[1])
-    else:
-      g = self.param("scale", nn.initializers.ones, (self.features,), jnp.float32)
-    y = x @ F.weight_norm(v, g).astype(x.dtype)
-    if self.use_bias:
-      if self.data_init:
-        b = self.param("bias", lambda _: -initial_stats()[0] * initial_stats()[1])
-      else:
-        b = self.param("bias", nn.initializers.zeros, (self.features,), jnp.float32)
-      # Explicit broadcast: models run with jax_numpy_rank_promotion='raise' in tests.
-      y = y + jax.lax.broadcast_to_rank(b.astype(y.dtype), y.ndim)
-    return y
-
-  def kernel_matrix(self) -> jax.Array:
-    """``g v / ||v||``, the ``[in, out]`` kernel (after initialisation)."""
-    return F.weight_norm(jnp.asarray(self.get_variable("params", "kernel")),
-                         jnp.asarray(self.get_variable("params", "scale")))

@@ -42,18 +42,8 @@ import jax
 import jax.numpy as jnp
 
 from lnorm.normalization import functional as F
-
-
-@flax.struct.dataclass
-class RowNorm:
-  """LN or RMSNorm over the last axis: ``xhat * scale + bias``, where ``xhat`` is
-  ``(x - mean) / sqrt(var + eps)`` (LN) or ``x / sqrt(mean(x^2) + eps)`` (RMSNorm,
-  the mean square over the first ``stats.size`` entries for pRMSNorm)."""
-
-  scale: jax.Array  # [F]
-  bias: jax.Array | None  # [F]; None: no bias
-  eps: float = flax.struct.field(pytree_node=False, default=1e-5)
-  stats: F.RowStatistics = flax.struct.field(pytree_node=False, default=F.LN_ROWS)
+# Defined beside the row statistics, where each normalizer's ``row_norm`` builds one.
+from lnorm.normalization.functional import RowNorm  # pylint: disable=unused-import
 
 
 class LSTMRecurrenceParams(NamedTuple):

@@ -22,115 +22,60 @@ recurrences; DyT, recurrent BN and imported normalizers step by step
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
-
-import flax.linen as nn
+from typing import Any, Callable, Mapping
 
 from lnorm.errors import ConfigError
 from lnorm.models.initializers import recurrent_initializer
 from lnorm.normalization import (
-    Dense, ImportedNorm, WeightNormDense, is_import_path, load_user_norm)
+    DEFINITIONS, Dense, ImportedNorm, Identity, InCells, is_import_path, load_user_norm)
 from lnorm.rnn import cudnn
 from lnorm.rnn.cells import (
     CellNorms, CellFactory, GRUCell, LSTMCell, bind_norms, recurrence_path)
-from lnorm.rnn.norms import (
-    StepBatchNorm, StepDynamicTanh, StepIdentity, StepLayerNorm, StepLayerNormSimple,
-    StepRMSNorm, StepScaleNorm)
 
+#: The normalizers the cells take (those whose definition has ``in_cells``).
+_IN_CELLS = {name: d for name, d in DEFINITIONS.items() if d.in_cells is not None}
 
-def _ln(o) -> Callable[..., nn.Module]:
-  return functools.partial(StepLayerNorm, eps=o["ln_eps"],
-                           scale_init=nn.initializers.constant(o["ln_scale_init"]))
-
-
-def _rms(o) -> Callable[..., nn.Module]:
-  return functools.partial(StepRMSNorm, eps=o["rms_eps"],
-                           scale_init=nn.initializers.constant(o["rms_scale_init"]))
-
-
-def _prms(o) -> Callable[..., nn.Module]:
-  return functools.partial(StepRMSNorm, eps=o["prms_eps"], partial=o["prms_p"],
-                           scale_init=nn.initializers.constant(o["prms_scale_init"]))
-
-
-def _dyt(o) -> Callable[..., nn.Module]:
-  return functools.partial(StepDynamicTanh, alpha_init=o["dyt_alpha_init"])
-
-
-def _scalenorm(o) -> Callable[..., nn.Module]:
-  return functools.partial(StepScaleNorm, eps=o["scalenorm_eps"])
-
-
-def _ln_simple(o) -> Callable[..., nn.Module]:
-  return functools.partial(StepLayerNormSimple, eps=o["ln_simple_eps"])
-
-
-def _bn(o, use_bias: bool) -> Callable[..., nn.Module]:
-  return functools.partial(
-      StepBatchNorm, max_steps=o["bn_max_steps"], eps=o["bn_eps"],
-      momentum=o["bn_momentum"], use_bias=use_bias,
-      scale_init=nn.initializers.constant(o["bn_scale_init"]))
-
-
-def _wn_dense(o):
-  return functools.partial(WeightNormDense, data_init=False)
-
-
-#: Options shared by every variant (each is a config field of the experiments).
+#: Each normalizer option the cells take, spelled ``<norm>_<option>`` as keyword
+#: arguments of ``make_lstm_cell``/``make_gru_cell`` (``ln_eps``, ``bn_max_steps``),
+#: with its default: a flat view of the definitions' options, not a second schema.
 DEFAULT_OPTIONS: dict[str, Any] = {
-    "ln_scale_init": 1.0,   # the attentive reader compares 1.0 with 0.1
-    "ln_eps": 1e-5,         # the reference code's eps, inside the sqrt
-    "rms_scale_init": 1.0,
-    "rms_eps": 1e-5,        # the RMSNorm authors' eps in their RNNs, inside the sqrt
-    "prms_scale_init": 1.0,
-    "prms_eps": 1e-5,
-    "prms_p": 0.0625,       # pRMSNorm's share of the entries (the paper's 6.25%)
-    "dyt_alpha_init": 0.5,  # DyT's alpha at init (the paper's default)
-    "scalenorm_eps": 1e-5,  # inside the sqrt of sum(x^2) (lnorm.normalization.functional)
-    "ln_simple_eps": 1e-5,
-    "bn_scale_init": 0.1,   # Cooijmans et al.
-    "bn_eps": 1e-5,
-    "bn_momentum": 0.99,
-    "bn_max_steps": 256,    # rows of per-step population statistics
-}
-
-#: Per-example normalizer -> (its recurrent module from the options, whether it adds
-#: its own bias). Each is a variant in all of LN's places and, for the LSTM, also as
-#: ``<name>_cell`` on c only.
-_PER_EXAMPLE: dict[str, tuple[Callable[[dict], Callable[..., nn.Module]], bool]] = {
-    "ln": (_ln, True), "rms": (_rms, False), "prms": (_prms, False),
-    "dyt": (_dyt, True), "scalenorm": (_scalenorm, False), "ln_simple": (_ln_simple, False),
-}
+    f"{name}_{option}": default for name, d in _IN_CELLS.items()
+    for option, default in {**d.options, **d.placement}.items() if option != "axes"}
 
 
-def _everywhere(name: str, norm, has_bias: bool) -> Callable[[dict], CellNorms]:
-  return lambda o: CellNorms(name, Dense, norm(o), norm(o), norm(o),
-                             input_norm_has_bias=has_bias)
+def _cell_norms(name: str, places: InCells) -> CellNorms:
+  return CellNorms(name, places.dense or Dense, places.input_norm, places.hidden_norm,
+                   places.cell_norm, input_norm_has_bias=places.input_norm_has_bias)
 
 
-def _cell_only(name: str, norm) -> Callable[[dict], CellNorms]:
-  return lambda o: CellNorms(f"{name}_cell", Dense, StepIdentity, StepIdentity, norm(o))
+def _everywhere(name: str) -> Callable[[Mapping], CellNorms]:
+  definition = DEFINITIONS[name]
+  return lambda o: _cell_norms(name, definition.in_cells(definition.resolve(o.get(name))))
 
 
-# Recurrent BN: W_h h and W_x x get gains only (the shared gate bias b shifts both,
-# Cooijmans et al. set their betas to 0); c gets a gain and a bias.
-LSTM_VARIANTS: dict[str, Callable[[dict], CellNorms]] = {
-    "none": lambda o: CellNorms("none", Dense, StepIdentity, StepIdentity,
-                                StepIdentity),
-    "ln": _everywhere("ln", _ln, True),
-    "ln_cell": _cell_only("ln", _ln),
-    "bn": lambda o: CellNorms("bn", Dense, _bn(o, False), _bn(o, False),
-                              _bn(o, True)),
-    "wn": lambda o: CellNorms("wn", _wn_dense(o), StepIdentity, StepIdentity,
-                              StepIdentity),
-}
-for _name, (_norm, _has_bias) in _PER_EXAMPLE.items():
-  LSTM_VARIANTS.setdefault(_name, _everywhere(_name, _norm, _has_bias))
-  LSTM_VARIANTS.setdefault(f"{_name}_cell", _cell_only(_name, _norm))
-del _name, _norm, _has_bias
+def _cell_only(name: str) -> Callable[[Mapping], CellNorms]:
+  """A per-example normalizer on the LSTM's c alone (``ln_cell``: DRAW's LN)."""
+  definition = DEFINITIONS[name]
 
-GRU_VARIANTS: dict[str, Callable[[dict], CellNorms]] = {
-    name: LSTM_VARIANTS[name] for name in ("none", "ln", "wn", *_PER_EXAMPLE)}
+  def norms(o):
+    places = definition.in_cells(definition.resolve(o.get(name)))
+    return CellNorms(f"{name}_cell", Dense, Identity, Identity, places.cell_norm)
+  return norms
+
+
+#: variant -> (normalizer options by name -> CellNorms). Every normalizer the cells
+#: take, in all its places; a per-example one also as ``<name>_cell`` on c only.
+LSTM_VARIANTS: dict[str, Callable[[Mapping], CellNorms]] = {}
+for _name, _definition in _IN_CELLS.items():
+  LSTM_VARIANTS[_name] = _everywhere(_name)
+  if _definition.per_example:
+    LSTM_VARIANTS[f"{_name}_cell"] = _cell_only(_name)
+del _name, _definition
+
+#: The GRU takes no per-step BN and no norm on c alone.
+GRU_VARIANTS: dict[str, Callable[[Mapping], CellNorms]] = {
+    name: LSTM_VARIANTS[name] for name, d in _IN_CELLS.items()
+    if d.per_example or name in ("none", "wn")}
 
 
 def _imported(path: str) -> CellNorms:
@@ -138,19 +83,34 @@ def _imported(path: str) -> CellNorms:
   return CellNorms(path, Dense, norm, norm, norm)
 
 
-def _norms(kind: str, table, variant: str, options: dict) -> CellNorms:
+def _norms(kind: str, table, variant: str, options: Mapping) -> CellNorms:
   if is_import_path(variant):
     return _imported(variant)
   if variant not in table:
     raise ValueError(
         f"Unknown {kind} variant {variant!r}. Valid choices: {', '.join(table)}, or your "
         "own normalizer as module:attribute.")
-  return table[variant]({**DEFAULT_OPTIONS, **options})
+  return table[variant](options)
+
+
+def _flat_key(key: str) -> tuple[str, str] | None:
+  """``'ln_simple_eps'`` -> ``('ln_simple', 'eps')``; None for a cell field."""
+  if key not in DEFAULT_OPTIONS:
+    return None
+  name = max((n for n in _IN_CELLS if key.startswith(n + "_")), key=len)
+  return name, key[len(name) + 1:]
 
 
 def _split(options: dict) -> tuple[dict, dict]:
-  norm_opts = {k: v for k, v in options.items() if k in DEFAULT_OPTIONS}
-  cell_opts = {k: v for k, v in options.items() if k not in DEFAULT_OPTIONS}
+  """The normalizer options, by normalizer (``{'ln': {'eps': ...}}``), and the rest."""
+  norm_opts: dict[str, dict] = {}
+  cell_opts = {}
+  for key, value in options.items():
+    parsed = _flat_key(key)
+    if parsed is None:
+      cell_opts[key] = value
+    else:
+      norm_opts.setdefault(parsed[0], {})[parsed[1]] = value
   return norm_opts, cell_opts
 
 
@@ -190,31 +150,20 @@ def make_gru_cell(variant: str = "none", **options) -> CellFactory:
                     **cell_opts)
 
 
-#: DEFAULT_OPTIONS key -> (config block of ``norm_options``, field): where
-#: ``cell_options`` finds each normalizer option of the cells.
-_CONFIG_FIELDS = {
-    "ln_eps": ("ln", "eps"), "ln_scale_init": ("ln", "scale_init"),
-    "rms_eps": ("rms", "eps"), "rms_scale_init": ("rms", "scale_init"),
-    "prms_eps": ("prms", "eps"), "prms_scale_init": ("prms", "scale_init"),
-    "prms_p": ("prms", "p"),
-    "dyt_alpha_init": ("dyt", "alpha_init"), "scalenorm_eps": ("scalenorm", "eps"),
-    "ln_simple_eps": ("ln_simple", "eps"),
-}
-
-
 def cell_options(config) -> dict[str, Any]:
   """The cell options an experiment's config sets for every recurrent variant: the
-  normalizers' options (``norm_options.ln``, ``.rms``, ``.prms``, ``.dyt``,
-  ``.scalenorm``, ``.ln_simple``) and how the recurrent matrix starts
-  (``recurrent_init``, one of ``lnorm.models.initializers.RECURRENT_INITS``) and how an
-  LSTM runs (``lstm_impl``, :mod:`lnorm.rnn.cudnn`). Pass them to
-  ``make_lstm_cell``/``make_gru_cell`` beside the experiment's own options. A block
-  or field the config lacks (a run saved before it existed) keeps its default."""
+  options of each normalizer the cells take (``norm_options.<name>``, as
+  ``<name>_<option>``), how the recurrent matrix starts (``recurrent_init``, one of
+  ``lnorm.models.initializers.RECURRENT_INITS``) and how an LSTM runs (``lstm_impl``,
+  :mod:`lnorm.rnn.cudnn`). Pass them to ``make_lstm_cell``/``make_gru_cell`` beside the
+  experiment's own options. A block or field the config lacks (a run saved before it
+  existed) keeps its default."""
   options = {}
-  for key, (block, field) in _CONFIG_FIELDS.items():
-    value = (config.norm_options.get(block) or {}).get(field)
-    if value is not None:
-      options[key] = value
+  for name, definition in _IN_CELLS.items():
+    block = config.norm_options.get(name) or {}
+    for option in definition.options:
+      if block.get(option) is not None:
+        options[f"{name}_{option}"] = block.get(option)
   if config.get("recurrent_init") is not None:
     options["recurrent_kernel_init"] = recurrent_initializer(config.recurrent_init)
   if config.get("lstm_impl") is not None:

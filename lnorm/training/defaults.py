@@ -226,24 +226,18 @@ def is_complete(config: Mapping[str, Any], epoch_records: Sequence[Mapping[str, 
 
 
 def norm_options() -> ml_collections.ConfigDict:
-  """Per-normalizer options; a model reads the block of the chosen norm."""
+  """Every normalizer's options at their defaults, one block per normalizer
+  (``norm_options.ln.eps``), from their definitions (lnorm.normalization.modules):
+  a model reads the block of the chosen norm, and config.json records them all. An
+  option whose default is None (ScaleNorm's scale_init: sqrt(d)) is a float
+  placeholder, so that a flag can set it."""
+  # Imported here: the definitions live beside the Flax modules, and this module is
+  # read without JAX by the commands that only look at configs and records.
+  from lnorm.normalization.registry import DEFINITIONS  # pylint: disable=import-outside-toplevel
+  import lnorm.normalization  # pylint: disable=import-outside-toplevel,unused-import  (registers them)
   o = ml_collections.ConfigDict()
-  o.ln = ml_collections.ConfigDict({"eps": 1e-5, "scale_init": 1.0})
-  # RMSNorm (Zhang & Sennrich 2019): eps inside the sqrt, as LN's.
-  o.rms = ml_collections.ConfigDict({"eps": 1e-5, "scale_init": 1.0})
-  # pRMSNorm: the RMS from the first p of the summed inputs (the paper's 6.25%).
-  o.prms = ml_collections.ConfigDict({"eps": 1e-5, "scale_init": 1.0, "p": 0.0625})
-  # DyT (Zhu et al. 2025): gamma * tanh(alpha * x) + beta, alpha a scalar from alpha_init.
-  o.dyt = ml_collections.ConfigDict({"alpha_init": 0.5})
-  # ScaleNorm (Nguyen & Salazar 2019): g x / sqrt(sum(x^2) + eps), g from sqrt(d).
-  o.scalenorm = ml_collections.ConfigDict({"eps": 1e-5})
-  # LayerNorm-simple (Xu et al. 2019): LN without gain and bias.
-  o.ln_simple = ml_collections.ConfigDict({"eps": 1e-5})
-  o.bn = ml_collections.ConfigDict(
-      {"eps": 1e-5, "momentum": 0.99, "unbiased": False, "scale_init": 1.0})
-  o.wn = ml_collections.ConfigDict({"data_init": True})
-  o.bln = ml_collections.ConfigDict({
-      "eps": 1e-4, "mix_eps": 1e-4, "inference": "pppp", "population": "epoch_mean",
-      "momentum": 0.99, "batch_axes": (0,), "feature_axes": (-1,)})
-  o.none = ml_collections.ConfigDict()
+  for name, definition in DEFINITIONS.items():
+    o[name] = ml_collections.ConfigDict({
+        option: config_dict.placeholder(float) if default is None else default
+        for option, default in definition.options.items()})
   return o
