@@ -3,9 +3,11 @@ by hand on constructed runs, and the commands that draw them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+import types
 
 import pytest
 
@@ -175,6 +177,13 @@ def test_benchmark_figures_draw_each_experiment_with_records(three_seeds, tmp_pa
   report = bench.build_report([plan], records, "cpu")
   paths = bench.write_figures(report, records, str(tmp_path / "figures"))
   assert sorted(os.path.basename(p) for p in paths) == ["perm_mnist.png", "perm_mnist.svg"]
+  # A second experiment's figure too (the suite has several; one loop ended at the first).
+  second = types.SimpleNamespace(
+      scale=report.scale, judged={**report.judged, "copy": report.judged["perm_mnist"]},
+      rows=report.rows + [dataclasses.replace(report.rows[0], experiment="copy")])
+  paths = bench.write_figures(second, records, str(tmp_path / "figures"))
+  assert sorted(os.path.basename(p) for p in paths) == [
+      "copy.png", "copy.svg", "perm_mnist.png", "perm_mnist.svg"]
 
 
 # --- readable with many settings (issue 45: the attentive reader's figure) -----------------

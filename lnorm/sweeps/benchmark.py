@@ -612,12 +612,12 @@ def write_figures(report: Report, records: str, out_dir: str) -> list[str]:
   each normalizer's mean over seeds with a 95% band, as ``lnorm plot --over-seeds``
   draws it, into ``out_dir/<experiment>.png`` and ``.svg``; returns the paths."""
   from lnorm.analysis import plotting  # pylint: disable=g-import-not-at-top  (matplotlib is slow)
+  del records  # The runs judged are the report's own (its roots, its seeds, its rule).
   metrics: dict[str, str] = {}
   for row in report.rows:
     metrics.setdefault(row.experiment, row.metric)
   paths = []
   for experiment, metric in metrics.items():
-    del records  # The runs judged are the report's own (its roots, its seeds, its rule).
     runs = runs_lib.load_runs(report.judged[experiment])
     # The paper's axis: handwriting's Figure 5 is against updates on a log scale.
     logx = any(f.logx for f in plotting.FIGURES.values() if f.experiment == experiment)
