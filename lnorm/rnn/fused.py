@@ -37,7 +37,6 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-import flax.struct
 import jax
 import jax.numpy as jnp
 
