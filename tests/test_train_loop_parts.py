@@ -17,7 +17,7 @@ import pytest
 from lnorm.data.core import Dataset
 from lnorm.errors import ConfigError, DivergenceError
 from lnorm.training import defaults
-from lnorm.training import checkpoint_policy, eval_schedule, loop, parallel, records, steps
+from lnorm.training import assembly, checkpoint_policy, eval_schedule, loop, parallel, records, steps
 from lnorm.training.metrics_writer import wandb_mode
 from lnorm.training.optim import clip_stages, make_optimizer
 
@@ -466,7 +466,8 @@ def test_split_evaluator_prefixes_metrics_and_skips_missing_splits():
 
 
 def test_the_epoch_label_counts_a_partial_last_epoch():
-  run = loop.Run(*[None] * 9, steps_per_epoch=31, total_steps=60, schedule=None)
+  assembled = assembly.AssembledRun(*[None] * 7, steps_per_epoch=31, total_steps=60)
+  run = loop.Run(assembled, workdir=None, data_record=None, schedule=None)
   assert run.num_epochs == 2
   assert [run.epoch_label(s) for s in (0, 30, 31, 59, 60)] == [
       "epoch 1/2", "epoch 1/2", "epoch 2/2", "epoch 2/2", "epoch 2/2"]

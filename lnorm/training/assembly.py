@@ -55,6 +55,9 @@ class AssembledRun:
   def num_epochs(self) -> int:
     return -(-self.total_steps // self.steps_per_epoch)
 
+  def epoch_label(self, step: int) -> str:
+    return f"epoch {min(step // self.steps_per_epoch + 1, self.num_epochs)}/{self.num_epochs}"
+
   def ends_epoch(self, step: int) -> bool:
     """Whether the update that brings the run to ``step`` ends an epoch."""
     return step % self.steps_per_epoch == 0

@@ -59,16 +59,14 @@ import logging
 import os
 import signal
 import time
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
-import flax.linen as nn
 import jax
 import ml_collections
 import numpy as np
 
 from lnorm import config as config_lib
 from lnorm.data import batching
-from lnorm.data.core import Dataset
 from lnorm.errors import DivergenceError, Interrupted
 from lnorm.normalization import finalize_epoch_statistics
 from lnorm.progress import Progress, stage
@@ -98,7 +96,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
   Returns the final epoch's logged metrics.
   """
   run = set_up(config, os.path.abspath(workdir), task)
-  state = run.assembled.initial_state()
+  state = run.initial_state()
   checkpointer = Checkpointer(run.workdir)
   state, host, start_step = resume(checkpointer, state, run.workdir)
   checkpointer.check_room(state)  # Before an epoch is trained that could not be saved.
@@ -124,27 +122,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-  """What a run trains, on what, and for how long: fixed before the first step."""
-  config: ml_collections.ConfigDict
+  """An assembled run in its workdir: what it trains, on what and for how long (the
+  config, task, data, model, mesh and steps) is its ``assembled`` run's, read through
+  this one; the workdir's own record and the evaluation schedule are added here."""
+  assembled: assembly.AssembledRun
   workdir: str
-  task: Task
-  dataset: Dataset
   data_record: dict[str, Any]
-  train_arrays: Mapping[str, np.ndarray]
-  mesh: Any
-  model: nn.Module
-  buckets: batching.LengthBuckets | None
-  steps_per_epoch: int
-  total_steps: int
   schedule: EvalSchedule
-  assembled: assembly.AssembledRun | None = None
 
-  @property
-  def num_epochs(self) -> int:
-    return -(-self.total_steps // self.steps_per_epoch)
-
-  def epoch_label(self, step: int) -> str:
-    return f"epoch {min(step // self.steps_per_epoch + 1, self.num_epochs)}/{self.num_epochs}"
+  def __getattr__(self, name: str) -> Any:  # config, task, dataset, model, steps, ...
+    if name == "assembled":  # Not set yet (a copy under construction): no recursion.
+      raise AttributeError(name)
+    return getattr(self.assembled, name)
 
 
 def set_up(config: ml_collections.ConfigDict, workdir: str,
@@ -171,9 +160,7 @@ def set_up(config: ml_collections.ConfigDict, workdir: str,
   buckets = assembled.buckets
   if buckets is not None:
     logging.info("Length buckets of %r: %s tokens.", buckets.feature, buckets.edges)
-  return Run(config, workdir, task, assembled.dataset, data_record,
-             assembled.train_arrays, assembled.mesh, assembled.model, buckets,
-             steps_per_epoch, total_steps, schedule, assembled)
+  return Run(assembled, workdir, data_record, schedule)
 
 
 def _open_records(run: Run, state: TrainState, start_step: int) -> MetricWriter:
