@@ -26,3 +26,9 @@ def epoch_records(workdir: str) -> list[dict]:
   with open(path) as f:
     records = [json.loads(line) for line in f if line.strip()]
   return [r for r in records if "time/epoch_seconds" in r]
+
+
+def run_record(workdir: str) -> dict:
+  """The run's config.json: its config, data, model size and environment."""
+  with open(os.path.join(workdir, "config.json")) as f:
+    return json.load(f)

@@ -2,8 +2,6 @@
 tests/attentive_reader_reference.py, its masking, entity renaming and restricted
 prediction, parameter counts at paper size, and CLI smoke runs of every variant."""
 
-import json
-import os
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +15,7 @@ from lnorm import cli
 from lnorm.data.cloze import ENTITY_OFFSET
 from tests import attentive_reader_reference as ar_ref
 from tests import references as ref
-from tests.helpers import epoch_records
+from tests.helpers import epoch_records, run_record
 
 V, ENT, H, TP, TQ, B = 30, 6, 5, 9, 4, 4
 
@@ -219,8 +217,7 @@ def test_cli_smoke_runs_every_kind_of_variant_and_resumes(tmp_path):
     assert cli.main(["train", "--config", config, "--workdir", workdir]) == 0
     (first,) = epoch_records(workdir)
     assert np.isfinite(first["validation/nll"]) and 0 <= first["validation/error"] <= 1
-    with open(os.path.join(workdir, "config.json")) as f:
-      run = json.load(f)
+    run = run_record(workdir)
     assert run["data"]["synthetic"] and run["data"]["name"] == "cloze"
   # Resume: a second epoch continues from the first's checkpoint.
   workdir = str(tmp_path / "ln")

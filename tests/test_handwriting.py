@@ -18,7 +18,7 @@ from experiments.handwriting.task import build_model
 from lnorm import cli
 from lnorm.rnn import make_lstm_cell
 from lnorm.training import optim
-from tests.helpers import epoch_records
+from tests.helpers import epoch_records, run_record
 from tests.test_mdn import np_log_likelihood
 
 H, K, M, V = 6, 2, 3, 5  # hidden, window Gaussians, mixture components, symbols
@@ -275,8 +275,7 @@ def test_cli_smoke_run_and_resume(tmp_path):
   for key in ("train/nll", "train/nll_per_point", "validation/nll_per_point",
               "test/nll", "train/examples_per_sec"):
     assert np.isfinite(first[key]), key
-  with open(os.path.join(workdir, "config.json")) as f:
-    run = json.load(f)
+  run = run_record(workdir)
   assert run["data"]["synthetic"] and run["config"]["norm"] == "ln"
   with open(os.path.join(workdir, "handwriting_data.json")) as f:
     assert len(json.load(f)["offset_scale"]) == 2

@@ -13,6 +13,7 @@ from lnorm.analysis import report
 from lnorm.analysis import published as results
 from lnorm.errors import UserError
 from lnorm.analysis.runs import load_runs
+from tests.helpers import run_record
 
 
 def fake_run(workdir, config, data, epochs, num_epochs=None):
@@ -229,8 +230,7 @@ def test_report_best_counts_mid_epoch_evaluations_as_compare_does(tmp_path):
                         "train/nll": 0.01}) + "\n")
     f.write(json.dumps({"step": 200, "epoch": 2, "time/epoch_seconds": 1.0,
                         "test/error": 0.1, "train/nll": 0.3}) + "\n")
-  with open(os.path.join(workdir, "config.json")) as f:
-    record = json.load(f)
+  record = run_record(workdir)
   record["config"]["num_epochs"] = 2
   with open(os.path.join(workdir, "config.json"), "w") as f:
     json.dump(record, f)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lnorm import cli
-from tests.helpers import epoch_records
+from tests.helpers import epoch_records, run_record
 
 SMOKE = "configs/skip_thoughts.py:norm=ln,smoke=true"
 
@@ -41,8 +41,7 @@ def test_train_resume_and_evaluate(tmp_path, capsys):
   (first,) = epoch_records(workdir)
   for key in ("train/nll", "train/token_nll", "validation/nll", "validation/token_nll"):
     assert np.isfinite(first[key]), key
-  with open(os.path.join(workdir, "config.json")) as f:
-    run = json.load(f)
+  run = run_record(workdir)
   assert run["data"]["synthetic"] and run["data"]["name"] == "books"
   with open(os.path.join(workdir, "vocabulary.txt")) as f:
     assert f.read().split("\n")[:3] == ["<pad>", "<oov>", "<eos>"]

@@ -15,7 +15,7 @@ import tensorflow_datasets as tfds
 from lnorm import cli
 from lnorm.training.defaults import DIVERGED_AT
 from lnorm.training.metrics_writer import read_metrics
-from tests.helpers import epoch_records, lnorm_subprocess
+from tests.helpers import epoch_records, lnorm_subprocess, run_record
 from tests.test_data_load import write_mnist
 
 SMOKE = "configs/perm_mnist.py:norm=bn,batch_size=8,smoke=true"
@@ -37,8 +37,7 @@ def test_one_epoch_smoke_run(tmp_path, capsys):
               "train/grad_norm", "train/examples_per_sec"):
     assert key in record
   assert record["test/error"] < 0.5  # It learned something from 4,000 real digits.
-  with open(os.path.join(workdir, "config.json")) as f:
-    run = json.load(f)
+  run = run_record(workdir)
   assert run["data"]["source"] == "embedded"
   assert run["data"]["num_examples"] == {"train": 4000, "validation": 500, "test": 500}
   assert run["config"]["norm"] == "bn"

@@ -2,13 +2,12 @@
 its resumption, ``lnorm flops`` and ``lnorm check`` on its config."""
 
 import json
-import os
 
 import numpy as np
 import pytest
 
 from lnorm import cli
-from tests.helpers import epoch_records
+from tests.helpers import epoch_records, run_record
 
 SMOKE = "configs/transformer_lm.py:norm=rms,placement=post,smoke=true"
 
@@ -21,8 +20,7 @@ def test_train_and_resume(tmp_path):
   (first,) = epoch_records(workdir)
   for key in ("train/nll", "validation/nll", "validation/bits_per_char", "test/nll"):
     assert np.isfinite(first[key]), key
-  with open(os.path.join(workdir, "config.json")) as f:
-    run = json.load(f)
+  run = run_record(workdir)
   assert run["data"]["synthetic"] and run["data"]["name"] == "book_chars"
   assert run["config"]["placement"] == "post" and run["config"]["optimizer.warmup_steps"] == 3
   # The unigram of the training characters: what a model that learned nothing scores.
