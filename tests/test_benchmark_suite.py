@@ -33,7 +33,10 @@ TOY = suite.Experiment(
 
 def test_every_experiment_runs_the_core_norms_and_the_papers_comparisons():
   norms = {e.name: e.norms for e in suite.SUITE}
-  assert len(norms) == 8 and all(set(suite.CORE_NORMS) <= set(n) for n in norms.values())
+  assert len(norms) == 9
+  assert all(set(suite.CORE_NORMS) <= set(n) for k, n in norms.items() if k != "transformer_lm")
+  assert set(norms["transformer_lm"]) == {"none", "ln", "rms", "prms", "dyt", "scalenorm",
+                                          "ln_simple"}
   assert "bn" in norms["perm_mnist"] and "bn" in norms["attentive_reader"]
   assert {"wn", "ln_cell"} <= set(norms["draw"])
   assert {"bln", "bn"} <= set(norms["bln_cifar"]) and {"bln", "bn"} <= set(norms["bln_imdb"])
@@ -41,13 +44,55 @@ def test_every_experiment_runs_the_core_norms_and_the_papers_comparisons():
     cpu = e.scales["cpu"]
     # Five seeds where a run is under 5 minutes, else three.
     assert len(cpu.seeds) == (5 if cpu.minutes < 5 else 3), e.name
-    assert all(c.norm in e.norms and c.against in e.norms for c in e.claims), e.name
+    assert all(c.norm in e.norms and c.against in e.norms
+               for c in e.claims if c.field == "norm"), e.name
+
+
+def test_the_transformer_runs_placement_cells_with_ln_and_successors_in_pre_ln():
+  e = suite.BY_NAME["transformer_lm"]
+  names = [m.name for m in suite.members([e], "cpu", seeds=[2])]
+  cell = "placement={},optimizer.warmup_steps={},norm={},seed=2"
+  assert names == [cell.format("pre", 100, n) for n in suite.TRANSFORMER_NORMS] + [
+      cell.format("pre", 0, "ln"), cell.format("post", 100, "ln"), cell.format("post", 0, "ln"),
+      cell.format("none", 100, "none")]
+  # --norms keeps a variant's own normalizers; a user's own runs at every variant.
+  asked = suite.members([e], "cpu", norms=["rms", "pkg.mod:Mine"], seeds=[0])
+  assert [(m.variant["placement"], m.variant["optimizer.warmup_steps"], m.norm) for m in asked] == [
+      ("pre", "100", "rms"), ("pre", "100", "pkg.mod:Mine"), ("pre", "0", "pkg.mod:Mine"),
+      ("post", "100", "pkg.mod:Mine"), ("post", "0", "pkg.mod:Mine"),
+      ("none", "100", "pkg.mod:Mine")]
+  only_post = suite.members([e], "cpu", norms=["ln"], seeds=[0],
+                            variants=suite.parse_variants("placement=post"))
+  assert [m.group for m in only_post] == ["placement=post,optimizer.warmup_steps=100,norm=ln",
+                                          "placement=post,optimizer.warmup_steps=0,norm=ln"]
+
+
+def test_the_transformers_claims_compare_each_scales_warmup():
+  e = suite.BY_NAME["transformer_lm"]
+  for scale, warmup in (("cpu", "100"), ("paper", "4000")):
+    by_key = {c.key: c for c in e.claims_at(scale)}
+    post = by_key["transformer_lm_post_ln_needs_warmup"]
+    assert (post.field, post.norm, post.against) == ("optimizer.warmup_steps", warmup, "0")
+    assert all(warmup in {v["optimizer.warmup_steps"] for v in e.scales[scale].variants}
+               for c in by_key.values())
+    assert by_key["transformer_lm_rms_vs_ln"].where == {"placement": "pre",
+                                                        "optimizer.warmup_steps": warmup}
+  # A scale's claims are part of what its records' hash covers.
+  pre = e.scales["cpu"].variants[0]
+  assert suite.member_hash(e, "cpu", pre) != suite.member_hash(
+      dataclasses.replace(e, scales={**e.scales, "cpu": dataclasses.replace(
+          e.scales["cpu"], claims=e.scales["paper"].claims)}), "cpu", pre)
+
+
+def test_variant_norms_must_name_each_variant():
+  with pytest.raises(ValueError, match="2 variant_norms for 1 variants"):
+    suite.Setting("c.py", {}, (0,), variants=({},), variant_norms=(("ln",), ("rms",)))
 
 
 def test_final_value_claims_select_their_best_value_on_validation():
   # A best-over-epochs taken on the test split would select on test.
   finals = [e for e in suite.SUITE if any(c.kind == "final" for c in e.claims)]
-  assert {e.name for e in finals} == {"bln_cifar", "bln_imdb"}
+  assert {e.name for e in finals} == {"bln_cifar", "bln_imdb", "transformer_lm"}
   assert all(e.metric.startswith("validation/") for e in suite.SUITE)
 
 

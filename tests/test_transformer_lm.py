@@ -262,6 +262,25 @@ def test_book_windows_split_by_book_with_the_training_characters(tmp_path):
   assert ds.splits["train"]["tokens"].dtype == np.int32
 
 
+def test_held_out_windows_keeps_evenly_spaced_held_out_windows_only(tmp_path):
+  write_books(tmp_path / "books", [100, 61, 75, 90, 40, 52])
+  config = {"source": "files", "data_dir": str(tmp_path), "context": 6,
+            "validation_books": 2, "test_books": 1, "vocab_size": 9, "seed": 3}
+  whole = book_chars.load_files(config, auto=False)
+  kept = book_chars.load_files({**config, "held_out_windows": 5}, auto=False)
+  np.testing.assert_array_equal(kept.splits["train"]["tokens"], whole.splits["train"]["tokens"])
+  for split in ("validation", "test"):
+    rows = whole.splits[split]["tokens"]
+    assert len(rows) > 5 and (len(rows) - 1) % 4  # The spacing does not divide evenly.
+    index = np.round(np.linspace(0, len(rows) - 1, 5)).astype(int)
+    np.testing.assert_array_equal(kept.splits[split]["tokens"], rows[index])
+  assert kept.info["held_out_windows"] == 5 and "at most 5 evenly spaced" in kept.notes
+  more = book_chars.load_files({**config, "held_out_windows": 10_000}, auto=False)
+  np.testing.assert_array_equal(more.splits["test"]["tokens"], whole.splits["test"]["tokens"])
+  with pytest.raises(DataError, match="held_out_windows must be >= 0"):
+    book_chars.load_files({**config, "held_out_windows": -1}, auto=False)
+
+
 def test_book_chars_refuses_a_context_longer_than_every_book(tmp_path):
   write_books(tmp_path / "books", [20, 20, 20])
   with pytest.raises(DataError, match="lower --config.data.context"):

@@ -227,7 +227,8 @@ def judge(runs: Sequence[Run], experiment: str, claim: Claim, metric: str) -> Ev
   finished = finished_runs(runs, experiment)
   ours = side_runs(finished, claim.where, claim.field, claim.norm)
   theirs = side_runs(finished, claim.where, claim.field, claim.against)
-  missing = [v for v, side in ((claim.norm, ours), (claim.against, theirs)) if not side]
+  missing = [v if claim.field == "norm" else f"{claim.field}={v}"
+             for v, side in ((claim.norm, ours), (claim.against, theirs)) if not side]
   if missing:
     ev.verdict, ev.why = NOT_RUN, f"no finished {' or '.join(missing)} runs yet"
     return ev

@@ -23,6 +23,12 @@ characters (``tokens`` int32 [N, context + 1]): a model reads the first ``contex
 and predicts the last ``context``, so every character of a book but the first of each
 window is a target exactly once. The tail of a book shorter than a window is dropped
 (at most ``context`` characters a book), so no example is padded.
+
+``held_out_windows`` (0: all) keeps that many windows of each held-out split, evenly
+spaced over it, so that every book contributes in proportion to its length. A CPU
+run validates ten times or more; the two validation books' 5,672 windows at context
+128 take longer to score than a hundred updates, while 1,024 of them estimate the
+mean loss to about 0.01 nats, and every run of a comparison scores the same ones.
 """
 
 from __future__ import annotations
@@ -60,6 +66,14 @@ def windows(ids: np.ndarray, context: int) -> np.ndarray:
   return ids[:n * (context + 1)].reshape(n, context + 1)
 
 
+def evenly_spaced(rows: np.ndarray, count: int) -> np.ndarray:
+  """``count`` of ``rows`` at evenly spaced indices (all of them when count is 0 or
+  at least their number)."""
+  if not count or count >= len(rows):
+    return rows
+  return rows[np.linspace(0, len(rows) - 1, count).round().astype(np.int64)]
+
+
 def encode(chars: str, vocab: text.Vocabulary) -> np.ndarray:
   return np.asarray(vocab.encode(chars), np.int32)
 
@@ -70,6 +84,10 @@ def build(corpus: Sequence[books.Book], config: Any, source: str, location: str,
   context = core.option(config, "context", DEFAULT_CONTEXT)
   vocab_size = core.option(config, "vocab_size", DEFAULT_VOCAB_SIZE)
   lowercase = bool(core.option(config, "lowercase", False))
+  held_out_windows = core.option(config, "held_out_windows", 0)
+  if held_out_windows < 0:
+    raise core.DataError(f"book_chars: held_out_windows must be >= 0 (0 keeps every "
+                         f"window), got {held_out_windows}; set --config.data.held_out_windows.")
   if context < 1:
     raise core.DataError(f"book_chars: context must be >= 1, got {context}; set "
                          "--config.data.context.")
@@ -88,16 +106,20 @@ def build(corpus: Sequence[books.Book], config: Any, source: str, location: str,
   splits = {}
   for split, chosen in parts.items():
     rows = [windows(encode(texts[b.name], vocab), context) for b in chosen]
-    splits[split] = {"tokens": np.concatenate(
-        rows or [np.zeros((0, context + 1), np.int32)]).astype(np.int32)}
+    tokens = np.concatenate(rows or [np.zeros((0, context + 1), np.int32)]).astype(np.int32)
+    splits[split] = {"tokens": tokens if split == "train"
+                     else evenly_spaced(tokens, held_out_windows)}
   if not len(splits["train"]["tokens"]):
     raise core.DataError(f"book_chars at {location}: no training book has "
                          f"{context + 1} characters; lower --config.data.context.")
   described = "; ".join(f"{s} books: {', '.join(b.name for b in parts[s]) or 'none'}"
                         for s in ("validation", "test"))
+  if held_out_windows:
+    described += f"; at most {held_out_windows} evenly spaced windows of each held-out split"
   info = {"vocab_size": len(vocab), "vocabulary": tuple(vocab.words),
           "pad_id": text.PAD_ID, "oov_id": text.OOV_ID, "context": context,
           "lowercase": lowercase,
+          "held_out_windows": held_out_windows,
           **{f"{s}_books": tuple(b.name for b in parts[s]) for s in SPLITS}}
   return core.Dataset(NAME, source, location, splits,
                       "; ".join(n for n in (notes, described) if n), info)

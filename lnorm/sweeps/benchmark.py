@@ -161,7 +161,7 @@ def seeds_by_power(experiment: suite.Experiment, scale: str,
                       experiment, scale)
   runs = [r for r in kept if r.config.get("seed") in pilot]
   count = len(pilot)
-  for claim in experiment.claims:
+  for claim in experiment.claims_at(scale):
     ev = claims.judge(runs, experiment.name, claim, experiment.metric)
     if ev.verdict or ev.seeds < len(pilot):
       continue  # Not run, not testable, or the pilot not complete: no test to plan.
@@ -436,8 +436,10 @@ class Report:
               "the claims tested):", ""]
     for v in self.verdicts:
       c = v.claim
+      compared = (f"{c.norm} against {c.against}" if c.field == "norm"
+                  else f"{c.field}={c.norm} against {c.against}")
       lines.append(f"- **{v.verdict.verdict}**: {c.text} ({c.source}; {v.experiment}, "
-                   f"{c.norm} against {c.against}): {v.verdict.why}.")
+                   f"{compared}): {v.verdict.why}.")
     lines += ["", "Seeds by power (rule: detect the claim's minimum effect at "
               f"{rule.POWER:.0%} power, two-sided level {rule.ALPHA:g}/{rule.PLANNED_CLAIMS}, "
               f"at most {rule.SEED_CAP} seeds on a CPU):", "",
@@ -547,7 +549,7 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
       kept = [r for r in found if r.config.get("experiment") == p.experiment.name]
     judged[p.experiment.name] = [r.path for r in kept]
     rows += _headline(p, kept)
-    for c in p.experiment.claims:
+    for c in p.experiment.claims_at(p.scale):
       outside = _outside_setting(c, p.setting)
       if outside:
         ev = claims.Evidence(c, p.experiment.metric, rule.NOT_RUN, (

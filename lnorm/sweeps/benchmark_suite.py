@@ -30,12 +30,31 @@ CORE_NORMS = ("none", "ln", "rms")
 class Setting:
   """An experiment at one scale: the config spec and the overrides every member gets,
   the variants each normalizer is run at, and the pilot's seeds (the rule's seeds by
-  power may add more: lnorm.sweeps.benchmark.seeds_by_power)."""
+  power may add more: lnorm.sweeps.benchmark.seeds_by_power).
+
+  ``variant_norms``: per variant (in ``variants``' order), the normalizers it runs,
+  where not every variant runs the experiment's all (the Transformer runs its
+  placement and warm-up variants with LN only); empty: every variant runs them all.
+  ``claims``: this scale's claims where its settings change what a claim compares
+  (the Transformer's warm-up is 100 updates at the CPU scale, 4,000 at the paper's);
+  None: the experiment's.
+  """
   config: str
   overrides: Mapping[str, str]
   seeds: tuple[int, ...]
   variants: tuple[Mapping[str, str], ...] = ({},)
   minutes: float | None = None  # One member on one core, as docs/benchmark.md gives it.
+  variant_norms: tuple[tuple[str, ...], ...] = ()
+  claims: tuple[Claim, ...] | None = None
+
+  def __post_init__(self):
+    if self.variant_norms and len(self.variant_norms) != len(self.variants):
+      raise ValueError(f"{len(self.variant_norms)} variant_norms for "
+                       f"{len(self.variants)} variants")
+
+  def norms_at(self, index: int, every: Sequence[str]) -> tuple[str, ...]:
+    """The normalizers variant ``index`` runs (``every``: the experiment's)."""
+    return tuple(self.variant_norms[index]) if self.variant_norms else tuple(every)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +67,10 @@ class Experiment:
   # validation only (tests/test_benchmark_suite.py checks that it is one).
   metric: str = "validation/error"
 
+  def claims_at(self, scale: str) -> tuple[Claim, ...]:
+    own = self.scales[scale].claims
+    return self.claims if own is None else own
+
 
 def setting_record(experiment: Experiment, scale: str,
                    variant: Mapping[str, str]) -> dict:
@@ -59,7 +82,7 @@ def setting_record(experiment: Experiment, scale: str,
           "metric": experiment.metric, "pilot_seeds": list(setting.seeds),
           # What each claim compares and how; its wording and source do not count.
           "claims": [{k: v for k, v in dataclasses.asdict(c).items()
-                      if k not in ("text", "source")} for c in experiment.claims]}
+                      if k not in ("text", "source")} for c in experiment.claims_at(scale)]}
 
 
 def member_hash(experiment: Experiment, scale: str, variant: Mapping[str, str]) -> str:
@@ -110,6 +133,65 @@ def _figure6_claims(batch_sizes: Sequence[int]) -> tuple[Claim, ...]:
             f"{'BN' if other == 'bn' else 'no normalization'}", f"{LN_PAPER}, Figure 6", "ln",
             other, where={"batch_size": str(b)})
       for b in batch_sizes for other in ("bn", "none"))
+
+
+#: Normalizers that normalize each example alone: the Transformer's (BN and BLN are not).
+TRANSFORMER_NORMS = ("ln", "rms", "prms", "dyt", "scalenorm", "ln_simple")
+#: The Transformer's quality claims compare validation NLL (nats per character); a
+#: difference under 0.02 nats (0.03 bits) is below what character-level language
+#: models report as a change.
+TRANSFORMER_MIN_NATS = 0.02
+
+
+def _transformer(placement: str, warmup: int) -> dict[str, str]:
+  return {"placement": placement, "optimizer.warmup_steps": str(warmup)}
+
+
+def _transformer_claims(warmup: int) -> tuple[Claim, ...]:
+  """The placement claim of Xiong et al. (2020) at a scale's warm-up, and the
+  successors' claims where they were made: on a pre-LN Transformer trained with it."""
+  xiong = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture"
+  pre = _transformer("pre", warmup)
+  m = TRANSFORMER_MIN_NATS
+
+  def matches(norm, kind, text, source):
+    return Claim(f"transformer_lm_{norm}_vs_ln", text, source, norm, "ln", kind=kind,
+                 where=pre, min_effect=m)
+
+  return (
+      Claim("transformer_lm_post_ln_needs_warmup", "Post-LN trains worse without "
+            f"learning-rate warm-up than with it ({warmup} updates)", f"{xiong}, sec. 3.2",
+            str(warmup), "0", kind="final", field="optimizer.warmup_steps",
+            where={"placement": "post", "norm": "ln"}, min_effect=m),
+      Claim("transformer_lm_pre_ln_without_warmup", "Pre-LN trains as well without "
+            f"warm-up as with it ({warmup} updates)", f"{xiong}, sec. 3.3 and 4", "0",
+            str(warmup), kind="matches", field="optimizer.warmup_steps",
+            where={"placement": "pre", "norm": "ln"}, min_effect=m),
+      matches("rms", "matches", "RMSNorm reaches LN's quality",
+              "Zhang & Sennrich 2019, Root Mean Square Layer Normalization, sec. 6"),
+      Claim("transformer_lm_rms_step_time", "RMSNorm takes less time per update than LN",
+            "Zhang & Sennrich 2019, Root Mean Square Layer Normalization, sec. 6", "rms",
+            "ln", kind="step_time", where=pre),
+      matches("dyt", "matches", "DyT matches LN's quality",
+              "Zhu et al. 2025, Transformers without Normalization, sec. 5"),
+      matches("scalenorm", "matches_or_beats", "ScaleNorm matches or beats LN",
+              "Nguyen & Salazar 2019, Transformers without Tears, sec. 4"),
+      matches("ln_simple", "matches", "LayerNorm-simple (no gain or bias) matches LN",
+              "Xu et al. 2019, Understanding and Improving Layer Normalization, sec. 4"))
+
+
+def _transformer_setting(config: str, warmup: int, seeds: tuple[int, ...],
+                         minutes: float | None = None) -> Setting:
+  """Pre-LN at the scale's warm-up with every per-example normalizer; LN in the three
+  other placement and warm-up cells of Xiong et al.'s claim; the normalizer-free net."""
+  cells = ((_transformer("pre", warmup), TRANSFORMER_NORMS),
+           (_transformer("pre", 0), ("ln",)),
+           (_transformer("post", warmup), ("ln",)),
+           (_transformer("post", 0), ("ln",)),
+           (_transformer("none", warmup), ("none",)))
+  return Setting(config, {}, seeds, variants=tuple(v for v, _ in cells),
+                 variant_norms=tuple(n for _, n in cells), minutes=minutes,
+                 claims=_transformer_claims(warmup))
 
 
 SUITE: tuple[Experiment, ...] = (
@@ -201,13 +283,21 @@ SUITE: tuple[Experiment, ...] = (
         {"cpu": Setting("configs/attentive_reader.py:scale=cpu", {}, seeds=(0, 1, 2),
                         minutes=7.0),
          "paper": Setting("configs/attentive_reader.py", {}, seeds=(0, 1, 2))}),
+    Experiment(
+        "transformer_lm", ("none",) + TRANSFORMER_NORMS, _transformer_claims(100),
+        # 1,000 updates of batch 16 and validation on 1,024 windows every 100 updates
+        # (configs/transformer_lm.py says why); the warm-up is the config's.
+        {"cpu": _transformer_setting("configs/transformer_lm.py:scale=cpu", 100,
+                                     seeds=(0, 1, 2), minutes=6.0),
+         "paper": _transformer_setting("configs/transformer_lm.py", 4000, seeds=(0, 1, 2))},
+        metric="validation/nll"),
 )
 
 BY_NAME = {e.name: e for e in SUITE}
 
 
 #: The variant fields that name a member; the others go with them (steps_per_call).
-VARIANT_NAME_KEYS = ("batch_size",)
+VARIANT_NAME_KEYS = ("batch_size", "placement", "optimizer.warmup_steps")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,7 +395,7 @@ def members(experiments: Sequence[Experiment], scale: str, norms: Sequence[str] 
   out = []
   for e in experiments:
     setting = e.scales[scale]
-    kept = [v for v in setting.variants
+    kept = [(i, v) for i, v in enumerate(setting.variants)
             if all(str(v.get(k)) == val for k, val in (variants or {}).items())]
     if not kept:
       offered = "; ".join(",".join(f"{k}={v[k]}" for k in VARIANT_NAME_KEYS if k in v) or
@@ -313,7 +403,12 @@ def members(experiments: Sequence[Experiment], scale: str, norms: Sequence[str] 
       raise UserError(f"--variants: {e.name} at scale {scale} has no variant with "
                       f"{variants}; its variants: {offered}.")
     for seed in (setting.seeds if seeds is None else seeds):
-      for variant in kept:
-        for norm in (e.norms if norms is None else norms):
+      for index, variant in kept:
+        listed = setting.norms_at(index, e.norms)
+        # A normalizer the experiment runs, but not at this variant, is left out; one
+        # it does not list (a user's own) runs wherever it is asked for.
+        chosen = listed if norms is None else [n for n in norms
+                                               if n in listed or n not in e.norms]
+        for norm in chosen:
           out.append(Member(e.name, variant, norm, seed))
   return out
