@@ -159,10 +159,12 @@ def _transformer_claims(warmup: int) -> tuple[Claim, ...]:
                  where=pre, min_effect=m)
 
   return (
-      Claim("transformer_lm_post_ln_needs_warmup", "Post-LN trains worse without "
-            f"learning-rate warm-up than with it ({warmup} updates)", f"{xiong}, sec. 3.2",
-            str(warmup), "0", kind="final", field="optimizer.warmup_steps",
-            where={"placement": "post", "norm": "ln"}, min_effect=m),
+      # As a speed claim: Xiong et al.'s Figure 3 shows post-LN without warm-up
+      # behind from the first updates, and a speed claim needs no converged run.
+      Claim("transformer_lm_post_ln_needs_warmup", "Post-LN trains more slowly "
+            f"without learning-rate warm-up than with it ({warmup} updates)",
+            f"{xiong}, sec. 3.2 and Figure 3", str(warmup), "0",
+            field="optimizer.warmup_steps", where={"placement": "post", "norm": "ln"}),
       Claim("transformer_lm_pre_ln_without_warmup", "Pre-LN trains as well without "
             f"warm-up as with it ({warmup} updates)", f"{xiong}, sec. 3.3 and 4", "0",
             str(warmup), kind="matches", field="optimizer.warmup_steps",
@@ -288,7 +290,7 @@ SUITE: tuple[Experiment, ...] = (
         # 1,000 updates of batch 16 and validation on 1,024 windows every 100 updates
         # (configs/transformer_lm.py says why); the warm-up is the config's.
         {"cpu": _transformer_setting("configs/transformer_lm.py:scale=cpu", 100,
-                                     seeds=(0, 1, 2), minutes=6.0),
+                                     seeds=(0, 1, 2, 3, 4), minutes=4.1),
          "paper": _transformer_setting("configs/transformer_lm.py", 4000, seeds=(0, 1, 2))},
         metric="validation/nll"),
 )
