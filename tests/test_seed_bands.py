@@ -136,6 +136,20 @@ def test_plot_over_seeds_draws_one_line_and_band_per_setting(three_seeds, monkey
   assert ln.get_color() == plotting.NORM_COLORS["ln"]
 
 
+def test_settings_that_share_a_normalizer_get_colours_of_their_own(tmp_path, monkeypatch):
+  # The Transformer's placement cells are all LN: one colour would hide which is which.
+  roots = [str(tmp_path / p) for p in ("post", "pre")]
+  for root, placement in zip(roots, ("post", "pre")):
+    for seed in (0, 1):
+      write_run(root, "ln", seed, (0.9, 0.5, 0.3 + seed / 10), extra={"placement": placement})
+  captured = {}
+  monkeypatch.setattr(plotting, "_save", lambda fig, out: captured.setdefault("fig", fig))
+  plotting.plot_seed_bands(load_runs(roots), ["test/error"], "unused")
+  (ax,) = captured["fig"].axes
+  colours = {line.get_label(): line.get_color() for line in ax.get_lines()}
+  assert len(colours) == 2 and len(set(colours.values())) == 2, colours
+
+
 def test_the_plot_command_writes_the_figure_and_refuses_a_figure_name(three_seeds, capsys):
   out = os.path.join(three_seeds, "bands")
   assert cli.main(["plot", three_seeds, "--metric", "test/error", "--x", "step",

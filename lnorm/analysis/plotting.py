@@ -223,6 +223,11 @@ def plot_seed_bands(runs: Sequence[Run], metrics: Sequence[str], out: str, x: st
 def _settings(groups: Mapping[str, Sequence[Run]], metric: str, x: str,
               logx: bool) -> list[_Setting]:
   out = []
+  # A normalizer keeps its colour across figures, unless two settings here share it
+  # (the Transformer's placement cells, all LN): then each setting needs its own.
+  colors = [_band_color(group) for group in groups.values()]
+  if len(set(colors)) < len(colors):
+    colors = [None] * len(colors)
   for i, (label, group) in enumerate(groups.items()):
     b = seed_bands.band(label, group, metric, x)
     if b is not None and logx:
@@ -231,7 +236,7 @@ def _settings(groups: Mapping[str, Sequence[Run]], metric: str, x: str,
     diverged = sum(r.diverged for r in group)
     seeds += f", {diverged} diverged" if diverged else ""
     out.append(_Setting(label or "mean", b, f"{label or 'mean'} ({seeds})",
-                        _band_color(group) or f"C{i % 10}"))
+                        colors[i] or f"C{i % 10}"))
   return out
 
 
