@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from lnorm.analysis import compare
 from lnorm.analysis import seed_bands
+from lnorm.analysis import specs
 from lnorm.errors import UserError
 from lnorm.analysis.runs import Run, label_runs, load_runs, summary_metrics
 
@@ -314,105 +315,9 @@ def _panel_per_setting(metrics, per_metric, x, logy, logx):
 # --- the papers' figures -----------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Line:
-  """A second quantity drawn in a panel for each run, e.g. the training NLL beside the
-  held-out one, in the run's colour with its own style and name."""
-  metrics: tuple[str, ...]  # Candidates, chosen as Panel.metrics are.
-  name: str
-  style: str = "--"
-
-
-@dataclasses.dataclass(frozen=True)
-class Panel:
-  # Candidates: the first that some run logged at two or more points is drawn (else
-  # the first logged at all), so that a test metric logged once at the end does not
-  # displace a validation metric logged along the way. ``exp(m)``: m's exponential.
-  metrics: tuple[str, ...]
-  where: Mapping[str, Any]  # Config fields a run must have, e.g. {"batch_size": 128}.
-  title: str
-  logy: bool = False
-  name: str = ""  # The main line's name beside the run's label, when there are others.
-  lines: tuple[Line, ...] = ()
-  missing: str = ""  # What a run must do to log this panel's metric.
-
-
-@dataclasses.dataclass(frozen=True)
-class Figure:
-  experiment: str
-  description: str
-  panels: tuple[Panel, ...]
-  columns: int = 2
-  x: str = "epoch"  # The paper's horizontal axis: 'epoch' or 'step' (updates).
-  logx: bool = False
-
-
-_SENTENCE_EVAL = ("not evaluated: set --config.periodic_eval_every_steps=N (and {task} in "
-                  "--config.sentence_eval.tasks), or run `lnorm evaluate`")
-
-FIGURES = {
-    "ln-fig1": Figure(
-        "order_embeddings",
-        "LN paper Figure 1: order-embeddings, image retrieval Recall@K on the validation "
-        "set against updates (the paper evaluated every 300), with and without LN.",
-        tuple(Panel((f"validation/image_r{k}",), {}, f"image retrieval R@{k} (validation)")
-              for k in (1, 5, 10)),
-        columns=3, x="step"),
-    "ln-fig2": Figure(
-        "attentive_reader",
-        "LN paper Figure 2: the attentive reader, validation error against updates for "
-        "the LSTM, BN-LSTM, BN-everywhere and LN-LSTM.",
-        (Panel(("validation/error",), {}, "validation error rate"),),
-        columns=1, x="step"),
-    "ln-fig3": Figure(
-        "skip_thoughts",
-        "LN paper Figure 3: skip-thought vectors, downstream scores of the encoder against "
-        "updates (the paper evaluated every 50k), and the validation perplexity.",
-        (Panel(("eval/sick_pearson",), {}, "SICK (r)",
-               missing=_SENTENCE_EVAL.format(task="sick")),
-         Panel(("eval/sick_mse",), {}, "SICK (MSE)", missing=_SENTENCE_EVAL.format(task="sick")),
-         *(Panel((f"eval/{task}_accuracy",), {}, name,
-                 missing=_SENTENCE_EVAL.format(task=task))
-           for task, name in (("mr", "MR"), ("cr", "CR"), ("subj", "SUBJ"), ("mpqa", "MPQA"))),
-         Panel(("validation/perplexity", "exp(validation/token_nll)"), {},
-               "validation perplexity",
-               missing="logged when validation is in --config.eval_splits, as by "
-               "default")),
-        columns=3, x="step"),
-    "ln-fig4": Figure(
-        "draw",
-        "LN paper Figure 4: DRAW on binarized MNIST, the test variational bound (nats) per "
-        "epoch for the baseline, WN and LN.",
-        (Panel(("test/nll_bound", "test/bound", "test/nll"), {}, "test variational bound (nats)"),),
-        columns=1),
-    "ln-fig5": Figure(
-        "handwriting",
-        "LN paper Figure 5: handwriting generation, negative log-likelihood (nats per line) "
-        "against updates on a log scale, held-out and training, with and without LN.",
-        (Panel(("test/nll", "validation/nll"), {}, "negative log-likelihood (nats per line)",
-               name="held out", lines=(Line(("train/nll",), "train"),)),),
-        columns=1, x="step", logx=True),
-    "ln-fig6": Figure(
-        "perm_mnist",
-        "LN paper Figure 6: permutation-invariant MNIST, train NLL and test error per "
-        "epoch for the baseline, BN and LN at batch sizes 128 and 4.",
-        (Panel(("train/nll", "train/loss"), {"batch_size": 128}, "train NLL, batch 128", True),
-         Panel(("test/error",), {"batch_size": 128}, "test error, batch 128"),
-         Panel(("train/nll", "train/loss"), {"batch_size": 4}, "train NLL, batch 4", True),
-         Panel(("test/error",), {"batch_size": 4}, "test error, batch 4"))),
-    "bln-cifar": Figure(
-        "bln_cifar",
-        "BLN paper sec. 4: CIFAR-10 LeNet-5, test error per epoch for BLN, BN and LN at "
-        "batch sizes 25 and 1.",
-        (Panel(("test/error",), {"batch_size": 25}, "test error, batch 25"),
-         Panel(("test/error",), {"batch_size": 1}, "test error, batch 1"))),
-    "bln-imdb": Figure(
-        "bln_imdb",
-        "BLN paper sec. 4: IMDB LSTM, test error per epoch for BLN, BN and LN at batch "
-        "sizes 25 and 1.",
-        (Panel(("test/error",), {"batch_size": 25}, "test error, batch 25"),
-         Panel(("test/error",), {"batch_size": 1}, "test error, batch 1"))),
-}
+#: The figures are declared in their experiments' specs (lnorm.analysis.specs).
+Line, Panel, Figure = specs.Line, specs.Panel, specs.Figure
+FIGURES = specs.FIGURES
 
 
 def _matches(run: Run, where: Mapping[str, Any]) -> bool:

@@ -1,0 +1,86 @@
+"""Every experiment's facts are declared once (lnorm.analysis.specs): the suite, the
+published numbers and the figures are read from the specs, the experiments the specs
+declare are the ones training can run, and perm-MNIST's CPU sweep is the suite's grid."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from lnorm import config as config_lib
+from lnorm.analysis import plotting
+from lnorm.analysis import published
+from lnorm.analysis import specs
+from lnorm.sweeps import benchmark_suite as suite
+from lnorm.sweeps import runner
+from lnorm.training.task import EXPERIMENTS
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_the_specs_declare_the_experiments_training_runs():
+  # training may not import the analysis, so the task registry names its experiments
+  # itself: adding one to either and not the other fails here.
+  assert sorted(specs.BY_NAME) == sorted(EXPERIMENTS)
+  assert len(specs.BY_NAME) == len(specs.SPECS)
+
+
+def test_the_suite_figures_and_published_numbers_are_the_specs():
+  assert suite.SUITE is specs.SPECS
+  assert plotting.FIGURES is specs.FIGURES
+  assert published.PUBLISHED == tuple(p for s in specs.SPECS for p in s.published)
+  assert {f.experiment for f in plotting.FIGURES.values()} <= set(specs.BY_NAME)
+  for spec in specs.SPECS:
+    assert all(plotting.FIGURES[n] is f for n, f in spec.figures.items())
+
+
+def test_every_setting_names_a_config_that_exists():
+  for spec in specs.SPECS:
+    for setting in spec.scales.values():
+      path = setting.config.split(":")[0]
+      assert os.path.exists(os.path.join(REPO, path)), (spec.name, path)
+      assert os.path.basename(path) == f"{spec.name}.py", (spec.name, path)
+
+
+def test_perm_mnist_cpu_sweep_is_the_suites_grid():
+  grid = runner.load_sweep("configs/perm_mnist.py", "cpu")
+  members = suite.members([suite.BY_NAME["perm_mnist"]], "cpu")
+  assert len(grid) == len(members) == 35  # One batch size, 7 normalizers, 5 seeds.
+  setting = suite.BY_NAME["perm_mnist"].scales["cpu"]
+  for overrides, member in zip(grid, members):
+    assert overrides["norm"] == member.norm and int(overrides["seed"]) == member.seed
+    for key, value in {**setting.overrides, **member.variant}.items():
+      assert str(overrides[key]) == value, key
+    # Runs of the sweep are the benchmark's members: the rule judges them.
+    assert overrides["benchmark_hash"] == suite.member_hash(
+        suite.BY_NAME["perm_mnist"], "cpu", member.variant)
+  config = config_lib.load_config("configs/perm_mnist.py")
+  config_lib.apply_overrides(config, grid[-1])
+  assert (config.num_epochs, config.batch_size, config.norm_options.bn.unbiased) == (1, 4, True)
+
+
+def _spec(**changes):
+  fields = dict(name="toy", norms=("ln",), claims=(),
+                scales={s: specs.Setting("configs/toy.py", {}, (0,)) for s in specs.SCALES})
+  return specs.ExperimentSpec(**{**fields, **changes})
+
+
+def test_a_spec_refuses_another_experiments_figure_or_published_value():
+  figure = specs.Figure("draw", "d", (specs.Panel(("test/error",), {}, "t"),))
+  with pytest.raises(ValueError, match="toy.*draw"):
+    _spec(figures={"f": figure})
+  with pytest.raises(ValueError, match="toy.*draw"):
+    _spec(published=(specs.Published("draw", {}, "test/nll", 1.0, "s"),))
+  _spec(figures={"f": specs.Figure("toy", "d", figure.panels)})  # Its own is fine.
+
+
+def test_a_spec_refuses_an_unknown_scale():
+  with pytest.raises(ValueError, match="unknown scales.*gpu"):
+    _spec(scales={"gpu": specs.Setting("configs/toy.py", {}, (0,))})
+  _spec(scales={"cpu": specs.Setting("configs/toy.py", {}, (0,))})  # A subset is fine.
+
+
+def test_every_experiment_is_given_at_every_scale():
+  for spec in specs.SPECS:
+    assert set(spec.scales) == set(specs.SCALES), spec.name
