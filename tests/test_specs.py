@@ -84,3 +84,19 @@ def test_a_spec_refuses_an_unknown_scale():
 def test_every_experiment_is_given_at_every_scale():
   for spec in specs.SPECS:
     assert set(spec.scales) == set(specs.SCALES), spec.name
+
+
+def test_every_figure_says_what_it_draws_in_the_plot_commands_help():
+  from lnorm.commands import plot as plot_command  # pylint: disable=g-import-not-at-top
+  for name, figure in specs.FIGURES.items():
+    assert figure.summary, name
+    assert f"{name} ({figure.experiment}: {figure.summary})" in plot_command.FIGURE_HELP
+
+
+def test_two_experiments_cannot_declare_one_figure_name():
+  panels = (specs.Panel(("test/error",), {}, "t"),)
+  one, two = (_spec(name=n, figures={"fig": specs.Figure(n, "d", panels)})
+              for n in ("one", "two"))
+  with pytest.raises(ValueError, match="'fig' is declared by one and two"):
+    specs.figures_of((one, two))
+  assert list(specs.figures_of((one,))) == ["fig"]

@@ -117,6 +117,7 @@ class Figure:
   columns: int = 2
   x: str = "epoch"  # The paper's horizontal axis: 'epoch' or 'step' (updates).
   logx: bool = False
+  summary: str = ""  # What it draws, in a few words, for `lnorm plot --help`.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,7 +234,8 @@ PERM_MNIST = ExperimentSpec(
         (Panel(("train/nll", "train/loss"), {"batch_size": 128}, "train NLL, batch 128", True),
          Panel(("test/error",), {"batch_size": 128}, "test error, batch 128"),
          Panel(("train/nll", "train/loss"), {"batch_size": 4}, "train NLL, batch 4", True),
-         Panel(("test/error",), {"batch_size": 4}, "test error, batch 4")))})
+         Panel(("test/error",), {"batch_size": 4}, "test error, batch 4")),
+        summary="train NLL and test error at batch 128 and 4")})
 
 
 # --- order-embeddings: LN paper Figure 1 and Table 2 -------------------------------------
@@ -271,7 +273,7 @@ ORDER_EMBEDDINGS = ExperimentSpec(
         "set against updates (the paper evaluated every 300), with and without LN.",
         tuple(Panel((f"validation/image_r{k}",), {}, f"image retrieval R@{k} (validation)")
               for k in (1, 5, 10)),
-        columns=3, x="step")})
+        columns=3, x="step", summary="image R@1, R@5, R@10 on validation against updates")})
 
 
 # --- the BLN paper: IMDB and CIFAR-10 ----------------------------------------------------
@@ -283,7 +285,8 @@ def _bln_figure(experiment: str, what: str) -> Figure:
       f"BLN paper sec. 4: {what}, test error per epoch for BLN, BN and LN at batch "
       "sizes 25 and 1.",
       (Panel(("test/error",), {"batch_size": 25}, "test error, batch 25"),
-       Panel(("test/error",), {"batch_size": 1}, "test error, batch 1")))
+       Panel(("test/error",), {"batch_size": 1}, "test error, batch 1")),
+      summary="test error at batch 25 and 1")
 
 
 BLN_IMDB = ExperimentSpec(
@@ -359,7 +362,9 @@ SKIP_THOUGHTS = ExperimentSpec(
                "validation perplexity",
                missing="logged when validation is in --config.eval_splits, as by "
                "default")),
-        columns=3, x="step")})
+        columns=3, x="step",
+        summary="SICK r and MSE, MR, CR, SUBJ, MPQA from periodic evaluations, and "
+        "validation perplexity, against updates")})
 
 
 # --- handwriting: LN paper Figure 5 ------------------------------------------------------
@@ -382,7 +387,8 @@ HANDWRITING = ExperimentSpec(
         "against updates on a log scale, held-out and training, with and without LN.",
         (Panel(("test/nll", "validation/nll"), {}, "negative log-likelihood (nats per line)",
                name="held out", lines=(Line(("train/nll",), "train"),)),),
-        columns=1, x="step", logx=True)})
+        columns=1, x="step", logx=True,
+        summary="held-out and training NLL against updates, log axis")})
 
 
 # --- DRAW: LN paper Figure 4 -------------------------------------------------------------
@@ -418,7 +424,7 @@ DRAW = ExperimentSpec(
         "LN paper Figure 4: DRAW on binarized MNIST, the test variational bound (nats) per "
         "epoch for the baseline, WN and LN.",
         (Panel(("test/nll_bound", "test/bound", "test/nll"), {}, "test variational bound (nats)"),),
-        columns=1)})
+        columns=1, summary="test bound per epoch")})
 
 
 # --- the attentive reader: LN paper Figure 2 ---------------------------------------------
@@ -438,7 +444,7 @@ ATTENTIVE_READER = ExperimentSpec(
         "LN paper Figure 2: the attentive reader, validation error against updates for "
         "the LSTM, BN-LSTM, BN-everywhere and LN-LSTM.",
         (Panel(("validation/error",), {}, "validation error rate"),),
-        columns=1, x="step")})
+        columns=1, x="step", summary="validation error against updates")})
 
 
 # --- the Transformer: Xiong et al. 2020 and LN's successors ------------------------------
@@ -526,9 +532,10 @@ SPECS: tuple[ExperimentSpec, ...] = (
 BY_NAME: dict[str, ExperimentSpec] = {s.name: s for s in SPECS}
 
 
-def _figures() -> dict[str, Figure]:
+def figures_of(specs: Sequence[ExperimentSpec]) -> dict[str, Figure]:
+  """Every figure of ``specs`` by name; a name two experiments declare is refused."""
   out: dict[str, Figure] = {}
-  for spec in SPECS:
+  for spec in specs:
     for name, figure in spec.figures.items():
       if name in out:
         raise ValueError(f"figure {name!r} is declared by {out[name].experiment} and "
@@ -538,6 +545,6 @@ def _figures() -> dict[str, Figure]:
 
 
 #: Every paper figure by name (``lnorm plot --figure NAME``).
-FIGURES: dict[str, Figure] = _figures()
+FIGURES: dict[str, Figure] = figures_of(SPECS)
 #: Every published result, experiment by experiment.
 PUBLISHED: tuple[Published, ...] = tuple(p for s in SPECS for p in s.published)
