@@ -100,3 +100,51 @@ def test_two_experiments_cannot_declare_one_figure_name():
   with pytest.raises(ValueError, match="'fig' is declared by one and two"):
     specs.figures_of((one, two))
   assert list(specs.figures_of((one,))) == ["fig"]
+
+
+#: Every member's hash, pinned: the committed records are judged by these (a record
+#: whose hash differs is not counted), so a spec that changes one makes its records
+#: stale. (experiment, scale, variant index) -> hash.
+MEMBER_HASHES = {
+    ("perm_mnist", "cpu", 0): "390a9a25289bda4a",
+    ("perm_mnist", "paper", 0): "b7185ac85fbaa1ae",
+    ("perm_mnist", "paper", 1): "88d600781f3ffdfc",
+    ("order_embeddings", "cpu", 0): "35b71e12bca5a72b",
+    ("order_embeddings", "paper", 0): "4492b6d71f4bd974",
+    ("bln_imdb", "cpu", 0): "63997a8c5a7733f2",
+    ("bln_imdb", "paper", 0): "3c24afbfc0b7a4dc",
+    ("bln_imdb", "paper", 1): "9fbd33b0718aa258",
+    ("bln_cifar", "cpu", 0): "000125f3d224805a",
+    ("bln_cifar", "cpu", 1): "f9c34d86924bc14f",
+    ("bln_cifar", "paper", 0): "11e4b0cf86f1cdc4",
+    ("bln_cifar", "paper", 1): "0453d466d726e53c",
+    ("skip_thoughts", "cpu", 0): "c4a02d8ea75e44c5",
+    ("skip_thoughts", "paper", 0): "c35af484a4685dc4",
+    ("handwriting", "cpu", 0): "b8f933e8d773776c",
+    ("handwriting", "paper", 0): "e8b844fa249aa6ac",
+    ("draw", "cpu", 0): "a314c7560ade2cc4",
+    ("draw", "paper", 0): "e54a3bfbd203321a",
+    ("attentive_reader", "cpu", 0): "7fa5cc5093bcaeb4",
+    ("attentive_reader", "paper", 0): "fa800c7e9aa12207",
+    ("transformer_lm", "cpu", 0): "bf1f7c2ae69abaa8",
+    ("transformer_lm", "cpu", 1): "a6e6776fa62b35c8",
+    ("transformer_lm", "cpu", 2): "3e520b46324677bb",
+    ("transformer_lm", "cpu", 3): "c721dcea97198449",
+    ("transformer_lm", "cpu", 4): "1f805e4bc68935b8",
+    ("transformer_lm", "paper", 0): "cafc75b8d536f5b4",
+    ("transformer_lm", "paper", 1): "65ee9663d4bd08ad",
+    ("transformer_lm", "paper", 2): "ae316859177cc773",
+    ("transformer_lm", "paper", 3): "f99598c92ec34dee",
+    ("transformer_lm", "paper", 4): "1588cdab8a6666d4",
+}
+
+
+def test_the_member_hashes_are_pinned():
+  found = {(e.name, scale, i): suite.member_hash(e, scale, v)
+           for e in specs.SPECS for scale in specs.SCALES
+           for i, v in enumerate(e.scales[scale].variants)}
+  changed = sorted(k for k in found.keys() | MEMBER_HASHES.keys()
+                   if found.get(k) != MEMBER_HASHES.get(k))
+  assert not changed, (
+      f"member hashes changed for {changed}: the committed records of those members "
+      "no longer count. If the change is meant, rerun them and pin the new hashes here.")
