@@ -448,6 +448,21 @@ def test_a_member_that_diverged_is_recorded_not_retried(tmp_path, monkeypatch):
   assert (rows["ln"].speed.censored, rows["ln"].speed.crossings) == (4, 12)
 
 
+def test_the_headline_divides_by_the_experiments_reference(tmp_path, monkeypatch):
+  # The Transformer's pre-LN cell has no normalizer-free run: its rows are read against LN.
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  monkeypatch.setattr(runner, "_run_member", _fake_train([]))
+  toy = dataclasses.replace(TOY, norms=("none", "ln", "rms"), reference="ln")
+  (plan,) = bench.plans([toy], "cpu", str(tmp_path / "runs"), norms=["ln", "rms"])
+  records = str(tmp_path / "results")
+  assert bench.run(plan, records, {}) == []
+  report = bench.build_report([plan], records, "cpu")
+  rows = {r.norm: r for r in report.rows}
+  assert list(rows) == ["ln", "rms"] and rows["rms"].speed is not None
+  assert "| perm_mnist | ln (baseline) |" in report.markdown()
+  assert "| perm_mnist | rms |" in report.markdown()
+
+
 def test_parallel_runs_a_groups_seeds_together(tmp_path, monkeypatch):
   monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
   calls, streamed = [], []

@@ -259,7 +259,8 @@ def judge(runs: Sequence[Run], experiment: str, claim: Claim, metric: str) -> Ev
       return ev
   if claim.needs_convergence:
     gate = validity.converged([curves_lib.curve(r, metric, lower) for r in theirs],
-                              claim.against)
+                              claim.against if claim.field == "norm"
+                              else f"{claim.field}={claim.against}")
     if not gate.passed:
       ev.verdict = NOT_TESTABLE
       ev.why = f"the run ends before the baseline converges: {gate.why}"
@@ -402,7 +403,8 @@ def planned_seeds(ev: Evidence, pilot: int) -> int:
 
 @dataclasses.dataclass
 class Row:
-  """One normalizer of one experiment (and variant) against its baseline (norm=none)."""
+  """One normalizer of one experiment (and variant) against its baseline (``reference``:
+  norm=none, or the experiment's reference normalizer)."""
   experiment: str
   context: str
   norm: str
@@ -415,6 +417,7 @@ class Row:
   test: Interval | None = None
   tested: int = 0  # Seeds with a test value at their selected evaluation.
   problem: str = ""
+  reference: str = "none"
 
 
 def selected_test(run: Run, metric: str, lower: bool) -> float | None:
@@ -436,9 +439,10 @@ def selected_test(run: Run, metric: str, lower: bool) -> float | None:
 
 
 def headline_row(runs: Sequence[Run], baseline: Sequence[Run], experiment: str,
-                 context: str, norm: str, metric: str) -> Row:
+                 context: str, norm: str, metric: str, reference: str = "none") -> Row:
   lower = lower_is_better(metric)
-  row = Row(experiment, context, norm, metric, len(runs), sum(r.diverged for r in runs))
+  row = Row(experiment, context, norm, metric, len(runs), sum(r.diverged for r in runs),
+            reference=reference)
   bests = [b for b in (best_value(r, metric, lower) for r in runs) if b is not None]
   row.best = mean_interval([b if lower else -b for b in bests])
   tests = [t for t in (selected_test(r, metric, lower) for r in runs) if t is not None]
@@ -474,7 +478,7 @@ def headline_cells(rows: Sequence[Row]) -> list[list[str]]:
   out = []
   for r in rows:
     where = f", {r.context}" if r.context else ""
-    norm = f"{r.norm} (baseline)" if r.norm == "none" else r.norm
+    norm = f"{r.norm} (baseline)" if r.norm == r.reference else r.norm
     stopped = f" ({r.diverged} diverged)" if r.diverged else ""
     censored = (f"{r.speed.censored}/{r.speed.crossings}" if r.speed else "—")
     cells = [f"{r.experiment}{where}", norm, r.metric, f"{r.runs}{stopped}",

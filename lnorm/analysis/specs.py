@@ -134,6 +134,10 @@ class ExperimentSpec:
   metric: str = "validation/error"
   published: tuple[Published, ...] = ()
   figures: Mapping[str, Figure] = dataclasses.field(default_factory=dict)
+  # The normalizer the headline table divides by in each variant: the normalizer-free
+  # baseline, or LN where a variant has none (the Transformer's normalizer-free net
+  # is a placement of its own, so its pre-LN rows are read against LN).
+  reference: str = "none"
 
   def __post_init__(self):
     # The published entries and figures name their experiment for their readers;
@@ -518,7 +522,7 @@ TRANSFORMER_LM = ExperimentSpec(
     {"cpu": _transformer_setting("configs/transformer_lm.py:scale=cpu", 100,
                                  seeds=(0, 1, 2, 3, 4), minutes=4.1),
      "paper": _transformer_setting("configs/transformer_lm.py", 4000, seeds=(0, 1, 2))},
-    metric="validation/nll")
+    metric="validation/nll", reference="ln")
 
 
 # --- the registry ------------------------------------------------------------------------

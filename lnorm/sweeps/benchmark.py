@@ -597,15 +597,16 @@ def _headline(plan: Plan, runs: Sequence[runs_lib.Run]) -> list[claims.Row]:
     here = [r for r in finished if compare.matches(r.config, where)]
     if not here:
       continue
-    order = list(plan.experiment.norms)
+    reference = plan.experiment.reference
+    order = [reference] + [n for n in plan.experiment.norms if n != reference]
     order += sorted({str(r.config.get("norm")) for r in here} - set(order))
-    baseline = claims.side_runs(here, {}, "norm", "none")
+    baseline = claims.side_runs(here, {}, "norm", reference)
     context = ",".join(f"{k}={v}" for k, v in where.items())
     for norm in order:
       members = claims.side_runs(here, {}, "norm", norm)
       if members:
         rows.append(claims.headline_row(members, baseline, plan.experiment.name, context,
-                                        norm, plan.experiment.metric))
+                                        norm, plan.experiment.metric, reference))
   return rows
 
 
