@@ -54,11 +54,10 @@ def test_the_handwriting_sampler_checks_its_text(monkeypatch, caplog, tmp_path):
   monkeypatch.setattr(handwriting_task.pictures, "save_sample",
                       lambda sample, text, scale, out_base, title: {"png": out_base})
   fake = types.SimpleNamespace(config=types.SimpleNamespace(get=lambda k, d=None: d,
-                                                            norm="ln"), _model=None,
-                               _generator=(None, None))
+                                                            norm="ln"))
   record = {"alphabet": strokes.ALPHABET, "offset_scale": (1.0, 1.0)}
   with caplog.at_level(logging.WARNING):
-    handwriting_task.Task._write(fake, None, record, "ab 7", seed=0, bias=0.0,
+    handwriting_task.Task._write(fake, None, None, record, "ab 7", seed=0, bias=0.0,
                                  out_base=str(tmp_path / "x"))
   assert "'7'" in warnings(caplog)[0]
   assert seen["ids"][-1] == strokes.OTHER

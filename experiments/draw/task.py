@@ -9,6 +9,7 @@ reported bound is the DRAW paper's one-sample estimate, the same noise every epo
 
 from __future__ import annotations
 
+import functools
 import os
 
 import jax
@@ -34,20 +35,16 @@ class Task(BaseTask):
   norms = ("none", "wn") + tuple(
       v for name in PER_EXAMPLE_NORMS for v in (f"{name}_cell", name))
   rng_streams = ("sample",)
-  #: (generate, reconstruct), jitted at the first epoch end and reused after.
-  _pictures: tuple | None = None
 
   def build_model(self, dataset):
     c = self.config
     image_shape = tuple(dataset.info.get("image_shape", (28, 28)))
     cell = make_lstm_cell(c.norm, forget_bias=c.forget_bias, **cell_options(c))
     attention = c.attention
-    self._model = Draw(cell=cell, hidden_size=c.hidden_size, latent_size=c.latent_size,
-                       num_glimpses=c.num_glimpses,
-                       read_n=c.read_n if attention else 0,
-                       write_n=c.write_n if attention else 0, image_shape=image_shape,
-                       unroll=c.get("scan_unroll", 1))
-    return self._model
+    return Draw(cell=cell, hidden_size=c.hidden_size, latent_size=c.latent_size,
+                num_glimpses=c.num_glimpses, read_n=c.read_n if attention else 0,
+                write_n=c.write_n if attention else 0, image_shape=image_shape,
+                unroll=c.get("scan_unroll", 1))
 
   def forward_macs(self, dataset, batch):
     del dataset
@@ -70,18 +67,17 @@ class Task(BaseTask):
             pixels, dataset.splits[split]["image"])))
         for split in trivial.held_out_splits(dataset, self.train_split())})
 
-  def end_of_epoch(self, state, workdir, step, writer):
+  def end_of_epoch(self, run, state, workdir, step, writer):
     """Writes the sample grid and the canvas strip of this epoch and logs them."""
     if jax.process_index() != 0:
       return None
-    if self._pictures is None:
-      self._pictures = _picture_fns(self._model.clone(trace=True))
-    generate, reconstruct = self._pictures
+    model = run.model
+    generate, reconstruct = picture_fns(model)
     params = jax.device_get(state.params)
     key = jax.random.fold_in(jax.random.key(self.config.seed), step)
-    height, width = self._model.image_shape
+    height, width = model.image_shape
     samples = generate(params, jnp.zeros((NUM_SAMPLES, height, width)), key)
-    image = self.dataset.splits["test"]["image"][STRIP_EXAMPLE:STRIP_EXAMPLE + 1]
+    image = run.dataset.splits["test"]["image"][STRIP_EXAMPLE:STRIP_EXAMPLE + 1]
     trace = reconstruct(params, jnp.asarray(image, jnp.float32), key)
     out_dir = os.path.join(workdir, "images")
     os.makedirs(out_dir, exist_ok=True)
@@ -92,7 +88,7 @@ class Task(BaseTask):
     pictures.save_samples(np.asarray(samples["trace"]["canvas"][-1]), paths["samples"])
     pictures.save_canvas_strip(
         jax.device_get(trace["trace"]), paths["canvas_strip"], image_shape=(height, width),
-        sizes={"read": self._model.read_n, "write": self._model.write_n})
+        sizes={"read": model.read_n, "write": model.write_n})
     writer.write_images(step, paths)
     return None
 
@@ -108,7 +104,13 @@ def bound_metrics(outputs, images):
   return jnp.mean(total), {"nll_bound": total, "reconstruction": reconstruction, "kl": kl}
 
 
-def _picture_fns(model):
+@functools.lru_cache(maxsize=2)
+def picture_fns(model: Draw):
+  """``(generate, reconstruct)``: ``model`` jitted to draw samples and to trace a
+  reconstruction, glimpse by glimpse. Cached by the model they are compiled from
+  (flax hashes it), so that every epoch end of a run reuses one compilation."""
+  model = model.clone(trace=True)
+
   @jax.jit
   def generate(params, shape_like, key):
     return model.apply({"params": params}, shape_like, train=False, generate=True,

@@ -14,6 +14,7 @@ every epoch the model writes ``config.sample_text`` into ``<workdir>/images/``;
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -47,15 +48,21 @@ def build_model(config, num_symbols: int) -> HandwritingSynthesis:
                               unroll=c.get("scan_unroll", 1))
 
 
+@functools.lru_cache(maxsize=2)
+def generator(model: HandwritingSynthesis, max_steps: int):
+  """The jitted sampler of ``model`` for ``max_steps`` moves. Cached by exactly what
+  it is compiled from (the model, which flax hashes, and the length), so that every
+  epoch's sample of a run reuses one compilation (minutes at the paper's size) while
+  another model or length gets its own."""
+  return sampling.make_generator(model, max_steps)
+
+
 class Task(BaseTask):
   norms = ("none",) + PER_EXAMPLE_NORMS
   loss_reductions = LOSS_REDUCTIONS
-  #: (max_steps, generator): each epoch's sample reuses the compiled generator.
-  _generator: tuple = (None, None)
 
   def build_model(self, dataset):
-    self._model = build_model(self.config, dataset.info["num_symbols"])
-    return self._model
+    return build_model(self.config, dataset.info["num_symbols"])
 
   def forward_macs(self, dataset, batch):
     batch_size, points = batch["strokes"].shape[:2]
@@ -89,16 +96,17 @@ class Task(BaseTask):
       values[f"{split}/nll_per_point"] = float(np.mean(nll / np.maximum(real.sum(1), 1)))
     return trivial.record("one Gaussian offset and one end-of-stroke Bernoulli", values)
 
-  def end_of_epoch(self, state, workdir, step, writer):
+  def end_of_epoch(self, run, state, workdir, step, writer):
     """Records the data scale and writes this epoch's sample of ``sample_text``."""
     if jax.process_index() != 0:
       return None
-    record = write_data_record(workdir, self.dataset.info)
+    record = write_data_record(workdir, run.dataset.info)
     text = self.config.get("sample_text", "")
     if text:
       base = os.path.join(workdir, "images", f"sample_{step:08d}")
-      paths = self._write(jax.device_get(state.params), record, text, seed=step,
-                          bias=self.config.get("sample_bias", 0.0), out_base=base)
+      paths = self._write(run.model, jax.device_get(state.params), record, text,
+                          seed=step, bias=self.config.get("sample_bias", 0.0),
+                          out_base=base)
       writer.write_images(step, {"sample": paths["png"],
                                  "sample_attention": paths["attention"]})
     return None
@@ -113,22 +121,23 @@ class Task(BaseTask):
                       "epoch yet (the data scale is recorded at the end of each epoch).")
     with open(path) as f:
       record = json.load(f)
-    self._model = build_model(self.config, record["num_symbols"])
-    params = restore_params(self.config, self, self._model, workdir)
+    model = build_model(self.config, record["num_symbols"])
+    params = restore_params(self.config, self, model, workdir)
     if out_base is None:
       slug = re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")[:40] or "text"
       out_base = os.path.join(workdir, "samples", f"{slug}_bias{bias:g}_seed{seed}")
-    return self._write(params, record, text, seed=seed, bias=bias, out_base=out_base)
+    return self._write(model, params, record, text, seed=seed, bias=bias,
+                       out_base=out_base)
 
-  def _write(self, params, record, text, *, seed, bias, out_base) -> dict[str, str]:
+  def _write(self, model, params, record, text, *, seed, bias,
+             out_base) -> dict[str, str]:
+    """Writes ``text`` with ``model`` at ``params``: the pictures' paths."""
     ids = sampling.text_ids(text, record["alphabet"])
     if not len(ids):
       raise UserError("The text to write is empty.")
     # Lines average about 20 moves per character; leave room for slow writers.
     max_steps = int(self.config.get("sample_max_steps", 0)) or 40 * len(ids) + 100
-    if self._generator[0] != max_steps:
-      self._generator = (max_steps, sampling.make_generator(self._model, max_steps))
-    generate = self._generator[1]
+    generate = generator(model, max_steps)
     sample = sampling.write_text(generate, params, ids, seed, bias)
     title = f"{text!r} (norm={self.config.norm}, bias={bias:g}, seed={seed}" + (
         ")" if sample["finished"] else f", stopped at {max_steps} moves)")

@@ -33,6 +33,7 @@ The training loss is the contrastive hinge summed over the batch's pairs
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -47,7 +48,6 @@ from lnorm.data import batching
 from lnorm.errors import ConfigError
 from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_gru_cell
-from lnorm.training import defaults
 from lnorm.training import parallel
 from lnorm.training.best_model import BestModel
 from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
@@ -84,21 +84,13 @@ class Task(BaseTask):
           f"({config.eval_batch_size}) must equal retrieval.fold_size "
           f"({config.retrieval.fold_size}); or leave validation to "
           "periodic_eval_every_steps.")
-    self._embed = None
-    self._mesh = None
 
   def build_model(self, dataset):
     c = self.config
-    model = OrderEmbedding(
+    return OrderEmbedding(
         vocab_size=dataset.info["vocab_size"], cell=make_gru_cell(c.norm, **cell_options(c)),
         word_size=c.model.word_size, embed_size=c.model.embed_size,
         use_abs=c.model.use_abs)
-    self._mesh = parallel.make_mesh()
-    self._embed = jax.jit(
-        lambda variables, captions, lengths, images: model.apply(
-            variables, captions, lengths, images, train=False),
-        out_shardings=parallel.replicated(self._mesh))
-    return model
 
   def forward_macs(self, dataset, batch):
     del dataset
@@ -143,38 +135,34 @@ class Task(BaseTask):
 
   # --- whole-split retrieval at epoch ends ----------------------------------------------
 
-  def embed_split(self, variables, split: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(images [N, E], captions [N * K, E])`` of a split, on the host."""
-    arrays = self.dataset.splits[split]
+  def embed_split(self, run, variables, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(images [N, E], captions [N * K, E])`` of ``run``'s split, on the host."""
+    arrays = run.dataset.splits[split]
+    embed = embedder(run.model, run.mesh)
     images, captions = [], []
     for batch in batching.eval_batches(arrays, self.config.eval_batch_size,
-                                       self._mesh.size):
+                                       run.mesh.size):
       keep = int(batch.pop("mask").sum())
-      out = jax.device_get(self._embed(variables, *self.model_inputs(
-          parallel.shard_batch(batch, self._mesh))))
+      out = jax.device_get(embed(variables, *self.model_inputs(
+          parallel.shard_batch(batch, run.mesh))))
       images.append(out["images"][:keep])
       captions.append(out["captions"][:keep].reshape(-1, out["captions"].shape[-1]))
     return np.concatenate(images), np.concatenate(captions)
 
-  def retrieval_folds(self, variables, split: str) -> list[dict[str, float]]:
-    """The retrieval scores of each fold of ``split``."""
-    images, captions = self.embed_split(variables, split)
+  def retrieval_folds(self, run, variables, split: str) -> list[dict[str, float]]:
+    """The retrieval scores of each fold of ``run``'s split."""
+    images, captions = self.embed_split(run, variables, split)
     return retrieval.evaluate_folds(images, captions, self.config.model.score,
                                     fold_size=self.config.retrieval.fold_size,
                                     **self._ranking_options())
 
-  def retrieval_scores(self, variables, split: str) -> dict[str, float]:
-    return retrieval.mean_over_folds(self.retrieval_folds(variables, split))
+  def retrieval_scores(self, run, variables, split: str) -> dict[str, float]:
+    return retrieval.mean_over_folds(self.retrieval_folds(run, variables, split))
 
-  def _total_steps(self) -> int:
-    steps_per_epoch = batching.steps_per_epoch(
-        self.dataset.num_examples(self.train_split()), self.config.batch_size)
-    return defaults.total_steps(self.config, steps_per_epoch)
-
-  def _validate_and_select(self, state, workdir: str, step: int):
+  def _validate_and_select(self, run, state, workdir: str, step: int):
     """Validation retrieval scores, offered to the best-model store."""
     variables = {"params": state.params}
-    folds = self.retrieval_folds(variables, "validation")
+    folds = self.retrieval_folds(run, variables, "validation")
     selection = retrieval.selection_score(folds, self.config.retrieval.select_on,
                                           self._selection_folds)
     best = BestModel(workdir)
@@ -185,17 +173,28 @@ class Task(BaseTask):
                 "best/selection_rsum": record["score"]})
     return out, best
 
-  def periodic_evaluation(self, state, workdir, step):
-    steps_per_epoch = batching.steps_per_epoch(
-        self.dataset.num_examples(self.train_split()), self.config.batch_size)
-    if step % steps_per_epoch == 0 or step >= self._total_steps():
+  def periodic_evaluation(self, run, state, workdir, step):
+    if run.ends_epoch(step) or step >= run.total_steps:
       return {}  # end_of_epoch validates this step (an epoch's or the run's last).
-    return self._validate_and_select(state, workdir, step)[0]
+    return self._validate_and_select(run, state, workdir, step)[0]
 
-  def end_of_epoch(self, state, workdir, step, writer):
+  def end_of_epoch(self, run, state, workdir, step, writer):
     del writer
-    out, best = self._validate_and_select(state, workdir, step)
-    if step >= self._total_steps() and "test" in self.dataset.splits:
+    out, best = self._validate_and_select(run, state, workdir, step)
+    if step >= run.total_steps and "test" in run.dataset.splits:
       selected = best.restore({"params": state.params})
-      out.update({f"test/{k}": v for k, v in self.retrieval_scores(selected, "test").items()})
+      out.update({f"test/{k}": v
+                  for k, v in self.retrieval_scores(run, selected, "test").items()})
     return out
+
+
+@functools.lru_cache(maxsize=2)
+def embedder(model: OrderEmbedding, mesh):
+  """``model``'s evaluation-mode embedding, jitted with its outputs replicated over
+  ``mesh``. Cached by exactly those two (flax hashes the model, JAX the mesh), so that
+  the validations of a run, every few hundred updates, compile it once."""
+
+  def embed(variables, captions, lengths, images):
+    return model.apply(variables, captions, lengths, images, train=False)
+
+  return jax.jit(embed, out_shardings=parallel.replicated(mesh))

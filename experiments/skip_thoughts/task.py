@@ -112,16 +112,15 @@ class Task(BaseTask):
           "train it first with `lnorm train`, or evaluate --encoder random")
     return params_encoder(model, jax.device_get(state.params), vocab, kind), step
 
-  def periodic_evaluation(self, state, workdir: str, step: int) -> dict[str, float]:
+  def periodic_evaluation(self, run, state, workdir: str, step: int) -> dict[str, float]:
     """The loop calls this every ``periodic_eval_every_steps`` updates (the paper
     evaluated every 50k): the training encoder on ``config.sentence_eval.tasks``, as
     ``eval/<task>_<metric>``, the keys ``lnorm evaluate`` writes."""
     del workdir, step
     from lnorm.evaluation import sentence_eval  # pylint: disable=g-import-not-at-top  (scikit-learn)
     c = self.config
-    vocab = text.Vocabulary(list(self.dataset.info["vocabulary"]))
-    model = self.model_for_vocabulary(len(vocab))
-    encode = params_encoder(model, jax.device_get(state.params), vocab, "trained")
+    vocab = text.Vocabulary(list(run.dataset.info["vocabulary"]))
+    encode = params_encoder(run.model, jax.device_get(state.params), vocab, "trained")
     scores = sentence_eval.evaluate_encoder(
         encode, tuple(c.sentence_eval.tasks),
         c.sentence_eval.data_dir or c.data.get("data_dir"),
@@ -129,10 +128,10 @@ class Task(BaseTask):
         log=logging.info)
     return {f"eval/{k}": v for k, v in scores.items()}
 
-  def end_of_epoch(self, state, workdir, step, writer):
+  def end_of_epoch(self, run, state, workdir, step, writer):
     del state, step, writer
     if jax.process_index() == 0:
-      save_vocabulary(self.dataset.info["vocabulary"], workdir)
+      save_vocabulary(run.dataset.info["vocabulary"], workdir)
     return None
 
 

@@ -69,7 +69,7 @@ def plan(config: ml_collections.ConfigDict, workdir: str,
   task = task_lib.check_config(config)
   key = repr(sorted(config_lib.to_flat_dict(config.data).items()))
   if datasets is not None and key in datasets:
-    dataset = task.dataset = datasets[key]
+    dataset = datasets[key]
   else:
     dataset = task.load_data()
     if datasets is not None:

@@ -392,7 +392,8 @@ class _Training:
   def _periodic_evaluation(self, state: TrainState, step: int) -> None:
     scores = self._hook("periodic evaluation", step,
                         lambda: self.task.periodic_evaluation(
-                            self.population_so_far(state), self.run.workdir, step))
+                            self.run.assembled, self.population_so_far(state),
+                            self.run.workdir, step))
     if scores:  # A task may leave a step to its end_of_epoch.
       self.write(step, {"epoch": step / self.run.steps_per_epoch, **scores})
       logging.info("step %d: %s", step, records.format_metrics(scores))
@@ -422,8 +423,8 @@ class _Training:
     metrics.update(self.evaluate_splits(evaluated, splits))
     # A run cut by max_steps inside an epoch has not reached the epoch's end.
     extra = self._hook("end of epoch" if epoch_done else "end of the run (max_steps)", step,
-                       lambda: self.task.end_of_epoch(evaluated, run.workdir, step,
-                                                      self.writer))
+                       lambda: self.task.end_of_epoch(run.assembled, evaluated,
+                                                      run.workdir, step, self.writer))
     if extra:
       metrics.update(extra)
     metrics["time/train_seconds"] = host["train_seconds"]

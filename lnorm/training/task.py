@@ -4,12 +4,18 @@ An experiment subclasses :class:`Task` and says three things: which data, which
 model, and how model outputs become a loss and per-example metrics. The loop in
 ``lnorm.training.loop`` does everything else (batching, jit, sharding, checkpoints,
 logging, resumption), the same way for every experiment.
+
+A task is a description of its experiment, made from the config alone: it keeps no
+data, model or schedule on itself. A hook that needs more than a batch is handed the
+assembled run (``lnorm.training.assembly.AssembledRun``: its data, model, mesh and
+schedule) by its caller, so that one task serves any number of runs and a hook cannot
+read a model or a dataset another run left behind.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import flax.linen as nn
 import jax
@@ -20,6 +26,9 @@ from lnorm.data.core import Dataset
 from lnorm.errors import ConfigError, UserError
 from lnorm.normalization import NORMS, check_norm_choice
 from lnorm.training import defaults
+
+if TYPE_CHECKING:  # assembly imports this module.
+  from lnorm.training.assembly import AssembledRun
 
 Batch = Mapping[str, jax.Array]
 
@@ -64,9 +73,6 @@ class Task:
 
   def __init__(self, config: ml_collections.ConfigDict):
     self.config = config
-    #: What ``load_data`` returned, for hooks that need more than a batch (the
-    #: end-of-epoch samples, retrieval over a whole split, the vocabulary).
-    self.dataset: Dataset | None = None
     norm = config.get("norm")
     if norm is not None:
       check_norm_choice(norm, self.norms, config.experiment)
@@ -94,9 +100,9 @@ class Task:
                       f"{', '.join(LOSS_REDUCTIONS)}.")
 
   def load_data(self) -> Dataset:
+    """The config's data; the task keeps no reference to it (the run holds it)."""
     from lnorm import data  # pylint: disable=g-import-not-at-top
-    self.dataset = data.load(self.config.data.name, self.config.data)
-    return self.dataset
+    return data.load(self.config.data.name, self.config.data)
 
   def build_model(self, dataset: Dataset) -> nn.Module:
     raise NotImplementedError
@@ -111,15 +117,20 @@ class Task:
     ``config.loss_reduction`` chooses between their mean and their sum."""
     raise NotImplementedError
 
-  def end_of_epoch(self, state: Any, workdir: str, step: int, writer: Any) -> dict | None:
-    """Runs after each epoch's evaluation; may return extra metrics to log (e.g. DRAW
+  def end_of_epoch(self, run: AssembledRun, state: Any, workdir: str, step: int,
+                   writer: Any) -> dict | None:
+    """Runs after each epoch's evaluation of ``run`` (the ``AssembledRun``: its data,
+    model and schedule) in ``workdir``; may return extra metrics to log (e.g. DRAW
     writes its sample images here)."""
-    del state, workdir, step, writer
+    del run, state, workdir, step, writer
     return None
 
-  def periodic_evaluation(self, state: Any, workdir: str, step: int) -> dict[str, float]:
-    """Scores beyond the data splits, every ``periodic_eval_every_steps`` updates
-    (skip-thoughts: its encoder on SentEval). Only called when that field is set."""
+  def periodic_evaluation(self, run: AssembledRun, state: Any, workdir: str,
+                          step: int) -> dict[str, float]:
+    """Scores beyond the data splits of ``run`` (the ``AssembledRun``), every
+    ``periodic_eval_every_steps`` updates (skip-thoughts: its encoder on SentEval).
+    Only called when that field is set."""
+    del run, state, workdir, step
     raise NotImplementedError(
         f"{type(self).__name__} has no periodic evaluation; set periodic_eval_every_steps=0.")
 
