@@ -145,8 +145,11 @@ def lenet_ref(p, x, norm, conv_axes, *, norm_before_activation=False):
 @pytest.mark.parametrize("norm,norm_axes", sorted(CONV_AXES))
 def test_bln_cifar_lenet_forward(norm, norm_axes):
   config = bln_cifar_config.get_config(f"norm={norm},norm_axes={norm_axes}")
-  model = bln_cifar.Task(config).build_model(_dataset(num_classes=10)).clone(
-      conv_features=(3, 4), hidden_sizes=(7, 5))
+  # Standardized inputs: the reference takes them as they are.
+  model = bln_cifar.Task(config).build_model(_dataset(
+      num_classes=10, pixel_mean=np.zeros((16, 20, 3), np.float32),
+      pixel_std=np.ones((16, 20, 3), np.float32))).clone(
+          conv_features=(3, 4), hidden_sizes=(7, 5))
   # 16 x 20: conv 'same' 16x20 -> pool 8x10 -> conv 'valid' 4x6 -> pool 2x3; not
   # square, so that a swapped height and width shows.
   x = np.random.default_rng(1).normal(size=(5, 16, 20, 3)).astype(np.float32)

@@ -18,6 +18,8 @@ agrees: batch statistics over axis 0, feature statistics over axis -1):
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -58,19 +60,23 @@ class Task(BaseTask):
   norms = ("bln", "bn") + PER_EXAMPLE_NORMS + ("none",)
 
   def load_data(self):
+    """The data, its info holding the training images' statistics per pixel and
+    channel (``pixel_mean``, ``pixel_std``), with which the model standardizes its
+    inputs: computed once per load, whatever number of models is built on it."""
     dataset = super().load_data()
     images = dataset.splits[self.train_split()]["image"].astype(np.float64)
-    # Per pixel and channel, from the training images only.
-    self.pixel_mean = images.mean(axis=0).astype(np.float32)
-    self.pixel_std = np.maximum(images.std(axis=0), 1e-3).astype(np.float32)
-    return dataset
+    return dataclasses.replace(dataset, info={
+        **dataset.info, "pixel_mean": images.mean(axis=0).astype(np.float32),
+        "pixel_std": np.maximum(images.std(axis=0), 1e-3).astype(np.float32)})
 
   def build_model(self, dataset):
     c = self.config
     options = dict(c.norm_options.get(c.norm) or {})
     conv_norm = make_norm(c.norm, {**options, **conv_axes(c.norm_axes, c.norm)})
     return LeNet(num_classes=dataset.info["num_classes"], conv_norm=conv_norm,
-                 dense_norm=make_norm(c.norm, options))
+                 dense_norm=make_norm(c.norm, options),
+                 input_mean=dataset.info["pixel_mean"],
+                 input_std=dataset.info["pixel_std"])
 
   def forward_macs(self, dataset, batch):
     image = batch["image"]
@@ -78,9 +84,8 @@ class Task(BaseTask):
                               LeNet.conv_features, LeNet.hidden_sizes)
 
   def model_inputs(self, batch):
-    image = batch["image"].astype(jnp.float32)
-    # [None]: explicit broadcast over the batch (tests raise on rank promotion).
-    return ((image - self.pixel_mean[None]) / self.pixel_std[None],)
+    # The model standardizes them (LeNet's input_mean and input_std).
+    return (batch["image"].astype(jnp.float32),)
 
   def trivial_baseline(self, dataset):
     """The training subset's class prior: the majority class's error."""

@@ -9,7 +9,7 @@ whichever norm it is: the comparison keeps the network fixed and swaps the norm.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -23,6 +23,11 @@ class LeNet(nn.Module):
   ``conv_norm`` normalizes the two [B, H, W, C] feature maps and ``dense_norm`` the
   two [B, F] hidden layers: they are the same normalizer, built with the axes that
   suit each shape (see experiments/bln_cifar for the axis conventions).
+
+  ``input_mean`` and ``input_std`` ([H, W, C], optional): the images are standardized
+  with them, position by position, before the first convolution (the training
+  images' statistics, which the model carries so that whoever applies it needs only
+  the images).
   """
 
   num_classes: int
@@ -31,9 +36,14 @@ class LeNet(nn.Module):
   conv_features: tuple[int, int] = (6, 16)
   hidden_sizes: tuple[int, int] = (120, 84)
   activation: Callable = jnp.tanh
+  input_mean: Any = None
+  input_std: Any = None
 
   @nn.compact
   def __call__(self, x, *, train: bool = False):
+    if self.input_mean is not None:
+      # [None]: explicit broadcast over the batch (tests raise on rank promotion).
+      x = (x - self.input_mean[None]) / self.input_std[None]
     for i, (features, padding) in enumerate(zip(self.conv_features, ("SAME", "VALID"))):
       x = nn.Conv(features, (5, 5), padding=padding, name=f"conv_{i}")(x)
       x = nn.avg_pool(self.activation(x), (2, 2), strides=(2, 2))
