@@ -91,14 +91,20 @@ def test_grouped_evaluation_equals_separate_batches(bln_b1_run):
   # Mini-batch statistics over batches of 3 (the last one of 1): one vmapped call
   # must give what evaluating each batch on its own gives.
   config = assembly.load_run_config(bln_b1_run)
-  config.norm_options.bln.inference = "bbbb"
+  trained = config.norm_options.bln.inference
   mesh = bln_search.one_device_mesh()
   run = assembly.assemble(config, mesh=mesh)
-  task, dataset, model = run.task, run.dataset, run.model
+  task, model = bln_search.model_for_inference(run, "bbbb")
+  # The mode is an argument: the model is built from a copy of the run's config.
+  assert run.config is config and config.norm_options.bln.inference == trained != "bbbb"
   state = bln_search.restore_state(run, bln_b1_run)
-  arrays = dataset.splits["validation"]
+  arrays = run.dataset.splits["validation"]
   grouped = bln_search.evaluate_split(bln_search.GroupedEvaluator(task, model), state,
                                       arrays, 3, mesh, examples_per_call=6)
+  # And the model it built normalizes with batches of 3, not as the run's own does.
+  own = bln_search.evaluate_split(bln_search.GroupedEvaluator(run.task, run.model), state,
+                                  arrays, 3, mesh, examples_per_call=6)
+  assert abs(own["loss"] - grouped["loss"]) > 1e-4 * abs(own["loss"])
   step = jax.jit(steps.make_eval_step(task, model))
   total_nll = total_err = 0.0
   n = len(arrays["label"])

@@ -24,6 +24,7 @@ comparison tables are computed by the same code for every norm.
 
 from __future__ import annotations
 
+import copy
 import csv
 import dataclasses
 import json
@@ -33,6 +34,7 @@ from typing import Sequence
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 from jax.sharding import Mesh
 
@@ -170,6 +172,26 @@ def _mid_epoch(batch_stats) -> bool:
   return any(int(np.max(np.asarray(c))) > 0 for c in counts)
 
 
+def with_inference(config: ml_collections.ConfigDict,
+                   inference: str) -> ml_collections.ConfigDict:
+  """A copy of a BLN run's ``config`` whose model normalizes with the ``inference``
+  configuration ('pbpb' etc.); ``config`` itself is left as it was."""
+  config = copy.deepcopy(config)
+  config.norm_options.bln.inference = inference
+  return config
+
+
+def model_for_inference(run: assembly.AssembledRun, inference: str):
+  """``(task, model)``: the run's model under the ``inference`` configuration, built
+  from a copy of its config by that copy's own task; '-' (not BLN): the run's own.
+  The parameters are the same for every configuration: only what the model does with
+  its statistics at inference changes."""
+  if inference == "-":
+    return run.task, run.model
+  task = assembly.check(with_inference(run.config, inference))
+  return task, task.build_model(run.dataset)
+
+
 def select(rows: Sequence[Row], split: str = "validation") -> int:
   """Index of the lowest ``split`` loss, ties broken by the higher accuracy. Rows
   with a non-finite loss are never selected."""
@@ -195,7 +217,7 @@ def search(workdir: str, *, batch_size: int | None = None,
   batch_size = batch_size or config.batch_size
   mesh = one_device_mesh()
   run = assembly.assemble(config, mesh=mesh)
-  task, dataset = run.task, run.dataset
+  dataset = run.dataset
   missing = [s for s in splits if s not in dataset.splits]
   if missing:
     raise UserError(f"The dataset has no split {missing[0]!r} (it has "
@@ -208,16 +230,10 @@ def search(workdir: str, *, batch_size: int | None = None,
   eval_arrays = {s: shuffled(dataset.splits[s], seed, max_examples) for s in splits}
   sizes = {s: len(next(iter(a.values()))) for s, a in eval_arrays.items()}
 
-  state = None
+  state = restore_state(run, workdir)
   rows = []
   for inference in configurations:
-    if is_bln:
-      # The task reads its (unlocked) config when it builds the model.
-      config.norm_options.bln.inference = inference
-    model = task.build_model(dataset)
-    if state is None:
-      state = restore_state(run, workdir)
-    evaluator = GroupedEvaluator(task, model)
+    evaluator = GroupedEvaluator(*model_for_inference(run, inference))
     scores = {s: evaluate_split(evaluator, state, eval_arrays[s], batch_size, mesh,
                                 examples_per_call) for s in splits}
     logging.info("%s: %s", inference, json.dumps(scores))
