@@ -111,15 +111,11 @@ def measure(experiment: str, norm: str, *, toy: bool, lock: str | None = None) -
   from lnorm.rnn import normalizer_record
   from lnorm.training import lowering, parallel
   from lnorm.training.steps import init_train_state, make_train_chunk, make_train_step
-  from lnorm.training.task import load_task
 
   config = config_lib.load_config(config_spec(experiment, norm, toy))
   if config.matmul_precision != "default":  # As lnorm train does.
     jax.config.update("jax_default_matmul_precision", config.matmul_precision)
-  task = load_task(timing_data_config(config))
-  dataset = task.load_data()
-  dataset.info.update(lowering.paper_vocabulary(config, dataset))
-  model = task.build_model(dataset)
+  task, dataset, model = lowering.synthetic_model(config, timing_data_config(config))
   split = dataset.splits[task.train_split()]
 
   k, b = config.steps_per_call, config.batch_size

@@ -79,6 +79,20 @@ class AssembledRun:
     return restore_latest(workdir, self.abstract_state())
 
 
+def assemble_model(config: ml_collections.ConfigDict, *,
+                   task: task_lib.Task | None = None, dataset: Dataset | None = None,
+                   ) -> tuple[task_lib.Task, Dataset, nn.Module]:
+  """``(task, dataset, model)``: the first half of :func:`assemble`, without the mesh
+  and the schedule. ``config`` is checked unless ``task`` (``check``'s result) is
+  given, and its data loaded unless ``dataset`` is. Alone, it serves what traces or
+  times a step without training (``lnorm check``, the GPU check), on small synthetic
+  data that may not fill an epoch at the configured batch size."""
+  task = task or check(config)
+  if dataset is None:
+    dataset = task.load_data()
+  return task, dataset, task.build_model(dataset)
+
+
 def assemble(config: ml_collections.ConfigDict, *, task: task_lib.Task | None = None,
              mesh: Any = None) -> AssembledRun:
   """Checks ``config`` (unless ``task``, the result of ``check``, is given), loads its
@@ -87,7 +101,7 @@ def assemble(config: ml_collections.ConfigDict, *, task: task_lib.Task | None = 
   if mesh is None:
     mesh = parallel.make_mesh()
     parallel.check_batch_size(config.batch_size, mesh)
-  dataset = task.load_data()
+  task, dataset, model = assemble_model(config, task=task)
   train_arrays = dataset.splits[task.train_split()]
   num_train = dataset.num_examples(task.train_split())
   steps_per_epoch = batching.steps_per_epoch(num_train, config.batch_size)
@@ -95,7 +109,6 @@ def assemble(config: ml_collections.ConfigDict, *, task: task_lib.Task | None = 
     raise UserError(f"The training split has {num_train} examples, fewer than one batch "
                     f"of {config.batch_size}: lower --config.batch_size.")
   total_steps = defaults.total_steps(config, steps_per_epoch)
-  model = task.build_model(dataset)
   buckets = length_buckets(config, task, train_arrays)
   return AssembledRun(config, task, dataset, train_arrays, mesh, model, buckets,
                       steps_per_epoch, total_steps)

@@ -30,10 +30,12 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from lnorm.data.core import Dataset
 from lnorm.errors import UserError
+from lnorm.training import assembly
 from lnorm.training.steps import TrainState, make_eval_step, make_train_chunk, make_train_step
 from lnorm.training.optim import make_optimizer
-from lnorm.training.task import Task, load_task
+from lnorm.training.task import Task
 
 #: Platforms ``jax.export`` lowers for.
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
@@ -59,6 +61,21 @@ def synthetic_data_config(config: ml_collections.ConfigDict) -> ml_collections.C
         data[field] = size
     data.use_cache = False
   return config
+
+
+def synthetic_model(config: ml_collections.ConfigDict,
+                    data_config: ml_collections.ConfigDict | None = None,
+                    ) -> tuple[Task, Dataset, Any]:
+  """``(task, dataset, model)`` of ``config`` assembled as a run is
+  (``assembly.assemble_model``: the config checked, its data loaded, its model built)
+  on ``data_config`` (default: ``synthetic_data_config(config)``), with the vocabulary
+  of the paper's corpus (:func:`paper_vocabulary`): the model at the config's size."""
+  data_config = data_config or synthetic_data_config(config)
+  task = assembly.check(data_config)
+  dataset = task.load_data()
+  dataset = dataclasses.replace(dataset,
+                                info={**dataset.info, **paper_vocabulary(config, dataset)})
+  return assembly.assemble_model(data_config, task=task, dataset=dataset)
 
 
 def paper_vocabulary(config: ml_collections.ConfigDict, dataset) -> dict[str, int]:
@@ -188,10 +205,7 @@ def check(config: ml_collections.ConfigDict, platforms: Sequence[str] = ("cuda",
                     f"{', '.join(PLATFORMS)}.")
   # The model's fields are the config's own: only the data is swapped for a small
   # synthetic copy (whose task computes what it needs from the data, e.g. pixel means).
-  task = load_task(synthetic_data_config(config))
-  dataset = task.load_data()
-  dataset.info.update(paper_vocabulary(config, dataset))
-  model = task.build_model(dataset)
+  task, dataset, model = synthetic_model(config)
   split = dataset.splits[task.train_split()]
 
   one = abstract_batch(split, (config.batch_size,))
