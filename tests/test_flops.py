@@ -160,3 +160,29 @@ def test_a_bucketed_config_is_measured_at_each_bucket():
   assert all(b["passage"].shape[0] == 3 for b in batches)
   (unbucketed,) = throughput.training_batches(config, arrays, None)
   assert unbucketed["passage"].shape == (3, arrays["passage"].shape[1])
+
+
+def test_lnorm_flops_compares_normalizers_round_robin(tmp_path, capsys):
+  path = tmp_path / "norms.json"
+  assert cli.main(["flops", "--config", "configs/perm_mnist.py:norm=bn,smoke=true",
+                   "--config.hidden_sizes=(9,)", "--config.batch_size=7", "--steps", "3",
+                   "--compare-norms", "rms,ln", "--json", str(path)]) == 0
+  printed = capsys.readouterr().out
+  record = json.loads(path.read_text())
+  assert record["baseline"] == "rms" and record["rounds"] == 3
+  assert [r["norm"] for r in record["rows"]] == ["rms", "ln"]
+  assert record["shapes"] == {"image": [7, 28, 28], "label": [7]}
+  rms, ln = record["rows"]
+  assert rms["wall_over_baseline"] == 1.0 and rms["cpu_over_baseline"] == 1.0
+  assert ln["wall_over_baseline"] == pytest.approx(
+      ln["step_seconds_wall_median"] / rms["step_seconds_wall_median"])
+  assert re.search(rf"\n  ln +{ln['step_seconds_wall_median'] * 1e3:.2f} ", printed)
+  assert "wall/rms" in printed
+
+
+def test_lnorm_flops_refuses_a_comparison_of_one_normalizer(capsys):
+  assert cli.main(["flops", "--config", "configs/perm_mnist.py:smoke=true",
+                   "--compare-norms", "ln"]) != 0
+  err = capsys.readouterr().err
+  assert "--compare-norms 'ln' names fewer than two normalizers" in err
+  assert "Traceback" not in err

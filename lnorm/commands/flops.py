@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from lnorm import config as config_lib
+from lnorm.errors import UserError
 
 EPILOG = """\
 The FLOPs count the matmuls (and convolutions) only, 2 per multiply-accumulate, with
@@ -40,6 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="Instead, time the step with its recurrent layers fused "
                       "against the same step scanning its cells step by step, in "
                       "alternation.")
+  parser.add_argument("--compare-norms", metavar="NAMES", default=None,
+                      help="Instead, time the train step with each of these "
+                      "normalizers (comma-separated, the first is the baseline) in "
+                      "round-robin, --steps rounds, and print each one's median time "
+                      "and its ratio to the baseline's, e.g. "
+                      "--compare-norms ln,rms,dyt --steps 30.")
   parser.add_argument("--json", metavar="PATH", default=None,
                       help="Also write the figures, the arguments and the machine to "
                       "this JSON file.")
@@ -70,11 +77,33 @@ def format_report(report: dict) -> str:
   return "\n".join(lines)
 
 
+def format_norm_comparison(report: dict) -> str:
+  """The printed table of ``throughput.compare_norms``."""
+  shapes = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in report["shapes"].items()
+                     if k != "mask")
+  lines = [f"{report['experiment']}: train step by normalizer, median of "
+           f"{report['rounds']} round-robin rounds ({shapes})",
+           f"  {'norm':<12} {'ms wall':>9} {'ms CPU':>9} {'wall/' + report['baseline']:>10} "
+           f"{'CPU/' + report['baseline']:>10}"]
+  for row in report["rows"]:
+    lines.append(f"  {row['norm']:<12} {row['step_seconds_wall_median'] * 1e3:9.2f} "
+                 f"{row['step_seconds_cpu_median'] * 1e3:9.2f} "
+                 f"{row['wall_over_baseline']:10.3f} {row['cpu_over_baseline']:10.3f}")
+  return "\n".join(lines)
+
+
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   from lnorm.training import throughput  # pylint: disable=g-import-not-at-top
   config = config_lib.load_config(args.config)
   config_lib.apply_overrides(config, overrides)
-  if args.compare_scan:
+  if args.compare_norms:
+    norms = [n for n in args.compare_norms.split(",") if n]
+    if len(norms) < 2:
+      raise UserError(f"--compare-norms {args.compare_norms!r} names fewer than two "
+                      "normalizers: give a baseline and at least one other, e.g. ln,rms.")
+    report = throughput.compare_norms(config, norms, steps=args.steps)
+    print(format_norm_comparison(report))
+  elif args.compare_scan:
     report = throughput.compare_scan(config, steps=args.steps)
     medians = report["step_seconds_wall_median"]
     print(f"{report['experiment']} (norm={report['norm']}): a train step takes "

@@ -226,6 +226,45 @@ def compare_scan(config: ml_collections.ConfigDict, steps: int = 5) -> dict[str,
           "fused_over_scanned": medians["fused"] / medians["scanned"]}
 
 
+def compare_norms(config: ml_collections.ConfigDict, norms: Sequence[str],
+                  steps: int = 20) -> dict[str, Any]:
+  """Median wall and CPU seconds of the train step with each of ``norms`` in place of
+  the config's normalizer, timed round-robin (one step of each per round) so that a
+  shared machine's load falls on all alike; the ratios are against the first name.
+
+  Every model trains on the same batch: the first training batch of the first norm's
+  run (the data do not depend on the normalizer). ``lnorm flops --compare-norms``.
+  """
+  runners, batch = {}, None
+  for norm in norms:
+    variant = ml_collections.ConfigDict(config.to_dict())
+    variant.norm = norm
+    run = assembly.assemble(variant)
+    if batch is None:
+      batch = jax.tree.map(jnp.asarray,
+                           training_batches(variant, run.train_arrays, None)[0])
+    runners[norm] = _step_runner(run.task, run.model, variant, batch)
+  wall = {norm: [] for norm in norms}
+  cpu = {norm: [] for norm in norms}
+  for _ in range(steps):
+    for norm, step in runners.items():
+      start_wall, start_cpu = time.perf_counter(), time.process_time()
+      step()
+      wall[norm].append(time.perf_counter() - start_wall)
+      cpu[norm].append(time.process_time() - start_cpu)
+  baseline = norms[0]
+  rows = []
+  for norm in norms:
+    median_wall, median_cpu = statistics.median(wall[norm]), statistics.median(cpu[norm])
+    rows.append({"norm": norm, "step_seconds_wall_median": median_wall,
+                 "step_seconds_cpu_median": median_cpu,
+                 "wall_over_baseline": median_wall / statistics.median(wall[baseline]),
+                 "cpu_over_baseline": median_cpu / statistics.median(cpu[baseline])})
+  return {"experiment": config.experiment, "baseline": baseline, "rounds": steps,
+          "batch_size": config.batch_size,
+          "shapes": {k: list(v.shape) for k, v in batch.items()}, "rows": rows}
+
+
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
   """The ``--json PATH`` flag of the benchmark scripts, named alike in each."""
   parser.add_argument("--json", metavar="PATH", default=None,
