@@ -96,10 +96,7 @@ def test_an_experiment_without_an_ability_says_so(tmp_path, capsys, command, mes
   assert code == 2 and message in err and "Traceback" not in err, err
 
 
-@pytest.mark.parametrize("experiment", [
-    pytest.param(e, marks=pytest.mark.xfail(
-        strict=True, reason="model_for records num_entities for loss_and_metrics"))
-    if e == "attentive_reader" else e for e in task_lib.EXPERIMENTS])
+@pytest.mark.parametrize("experiment", task_lib.EXPERIMENTS)
 def test_assembling_a_run_leaves_its_task_as_it_was(experiment):
   # A task describes its experiment: the data, model and schedule are the run's, and
   # a second run assembled from the same task gets nothing the first left behind.

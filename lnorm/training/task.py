@@ -111,9 +111,12 @@ class Task:
     """Positional model arguments taken from a batch."""
     raise NotImplementedError
 
-  def loss_and_metrics(self, outputs: Any, batch: Batch) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """The scalar training loss and per-example metrics [B]. Tasks whose loss is a
-    reduction of per-example losses use :meth:`reduce_loss`, so that
+  def loss_and_metrics(self, outputs: Any, batch: Batch, model: nn.Module,
+                       ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The scalar training loss and per-example metrics [B] of ``outputs``, what
+    ``model`` made of ``batch``. The model is handed in for the sizes it was built
+    with (the attentive reader's entity block), which the task does not keep. Tasks
+    whose loss is a reduction of per-example losses use :meth:`reduce_loss`, so that
     ``config.loss_reduction`` chooses between their mean and their sum."""
     raise NotImplementedError
 
