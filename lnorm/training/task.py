@@ -26,25 +26,16 @@ from lnorm.data.core import Dataset
 from lnorm.errors import ConfigError, UserError
 from lnorm.normalization import NORMS, check_norm_choice
 from lnorm.training import defaults
+from lnorm.training import experiments
 
 if TYPE_CHECKING:  # assembly imports this module.
   from lnorm.training.assembly import AssembledRun
 
 Batch = Mapping[str, jax.Array]
 
-#: experiment name -> module defining ``Task``. Modules import lazily, so adding an
-#: experiment costs the others nothing.
-EXPERIMENTS = {
-    "perm_mnist": "experiments.perm_mnist.task",
-    "draw": "experiments.draw.task",
-    "bln_cifar": "experiments.bln_cifar.task",
-    "bln_imdb": "experiments.bln_imdb.task",
-    "handwriting": "experiments.handwriting.task",
-    "attentive_reader": "experiments.attentive_reader.task",
-    "skip_thoughts": "experiments.skip_thoughts.task",
-    "order_embeddings": "experiments.order_embeddings.task",
-    "transformer_lm": "experiments.transformer_lm.task",
-}
+#: experiment name -> module defining ``Task``: the registry, kept where the analysis
+#: may read it too (lnorm.training.experiments).
+EXPERIMENTS = experiments.EXPERIMENTS
 
 
 #: The values of ``config.loss_reduction`` (see :meth:`Task.reduce_loss`).
