@@ -18,10 +18,10 @@ import numpy as np
 
 from lnorm import config as config_lib
 from lnorm.data.core import Dataset
+from lnorm.training import assembly
 from lnorm.training import parallel
 from lnorm.training.steps import TrainState, make_train_chunk, make_train_step
 from lnorm.training.optim import make_optimizer
-from lnorm.training.task import load_task
 
 
 def _fake_mnist(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -31,7 +31,7 @@ def _fake_mnist(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 def lnorm_throughput(batch_size: int, seconds: float) -> tuple[float, int]:
   config = config_lib.load_config(f"configs/perm_mnist.py:norm=ln,batch_size={batch_size}")
-  task = load_task(config)
+  task = assembly.check(config)
   rng = np.random.default_rng(0)
   dataset = Dataset("mnist", "synthetic", "benchmark", {"train": _fake_mnist(1024, rng)},
                     info={"num_classes": 10})

@@ -27,10 +27,10 @@ import numpy as np
 import optax
 
 from lnorm.data import batching
+from lnorm.training import assembly
 from lnorm.training import throughput
 from lnorm.training import steps
 from lnorm.training import parallel
-from lnorm.training.task import load_task
 
 
 def truncated(batch, feature: str, lengths: str, length: int):
@@ -47,14 +47,13 @@ def main():
   args, config = throughput.parse_args(__doc__.split("\n")[0],
                                       "configs/attentive_reader.py:norm=ln,scale=cpu",
                                       add_arguments)
-  task = load_task(config)
+  task = assembly.check(config)
   if task.length_feature is None:
     raise SystemExit(f"error: experiment {config.experiment!r} declares no "
                      "variable-length feature (Task.length_feature) to cut; the "
                      "attentive reader does.")
   feature, lengths = task.length_feature
-  dataset = task.load_data()
-  model = task.build_model(dataset)
+  task, dataset, model = assembly.assemble_model(config, task=task)
   train = dataset.splits[task.train_split()]
   state = steps.init_train_state(config, task, model, train, parallel.make_mesh())
   first = {k: v[0] for k, v in

@@ -96,10 +96,28 @@ def test_an_experiment_without_an_ability_says_so(tmp_path, capsys, command, mes
   assert code == 2 and message in err and "Traceback" not in err, err
 
 
-@pytest.mark.parametrize("experiment", [
-    pytest.param(e, marks=pytest.mark.xfail(
-        strict=True, reason="model_for records num_entities for loss_and_metrics"))
-    if e == "attentive_reader" else e for e in task_lib.EXPERIMENTS])
+@pytest.mark.parametrize("command, experiment", [
+    (["sample", "--text", "hi"], "handwriting"),
+    (["evaluate"], "skip_thoughts"),
+])
+def test_a_trained_runs_command_checks_its_config_as_train_does(tmp_path, capsys, command,
+                                                                 experiment):
+  # A config no run could train with (max_steps below 0: defaults.check_values), in a
+  # workdir whose experiment has the command's ability, so that only the check stops it.
+  spec = f"configs/{experiment}.py:norm=ln,smoke=true"
+  assert cli.main(["train", "--config", spec, "--workdir", str(tmp_path / "train"),
+                   "--config.max_steps=-1"]) == 2
+  refused = capsys.readouterr().err
+  assert refused.count("\n") == 1 and "max_steps=-1" in refused, refused
+  config = config_lib.load_config(spec)
+  config.max_steps = -1
+  (tmp_path / run_files.CONFIG_FILE).write_text(
+      json.dumps({"config": config_lib.to_flat_dict(config)}))
+  code = cli.main([command[0], "--workdir", str(tmp_path), *command[1:]])
+  assert code == 2 and capsys.readouterr().err == refused
+
+
+@pytest.mark.parametrize("experiment", task_lib.EXPERIMENTS)
 def test_assembling_a_run_leaves_its_task_as_it_was(experiment):
   # A task describes its experiment: the data, model and schedule are the run's, and
   # a second run assembled from the same task gets nothing the first left behind.

@@ -81,7 +81,7 @@ def test_forward_and_loss_match_reference(norm, earlier_model, precise_jax):
   np.testing.assert_allclose(logits, expected, atol=2e-5, rtol=1e-5)
   alpha_model = model.apply(variables, *inputs_of(b), method=_alpha)
   np.testing.assert_allclose(alpha_model, alpha, atol=1e-6)
-  loss, metrics = task.loss_and_metrics(logits, {**b, "mask": np.ones(B)})
+  loss, metrics = task.loss_and_metrics(logits, {**b, "mask": np.ones(B)}, model)
   nll = ar_ref.cross_entropy(expected, b["answer"])
   np.testing.assert_allclose(metrics["nll"], nll, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(loss, nll.mean(), rtol=1e-5)
@@ -146,7 +146,7 @@ def test_training_renames_entities_consistently():
 
 
 def test_prediction_is_restricted_to_the_passage_entities():
-  task, _ = build("none")
+  task, model = build("none")
   passage = np.zeros((2, 5), np.int32)
   passage[0, :3] = [ENTITY_OFFSET + 1, 10, ENTITY_OFFSET + 4]  # entities 1 and 4
   passage[1, :2] = [ENTITY_OFFSET + 0, 11]  # entity 0 only
@@ -154,10 +154,10 @@ def test_prediction_is_restricted_to_the_passage_entities():
   logits[0, [1, 4, 5]] = [1.0, 2.0, 9.0]  # 5 scores highest but is not in the passage
   logits[1, [0, 3]] = [-3.0, 5.0]
   b = {"passage": passage, "answer": np.array([4, 0], np.int32)}
-  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b)
+  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b, model)
   np.testing.assert_array_equal(metrics["error"], [0.0, 0.0])
   task.config.model.restrict_to_candidates = False
-  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b)
+  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b, model)
   np.testing.assert_array_equal(metrics["error"], [1.0, 1.0])
 
 

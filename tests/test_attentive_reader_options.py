@@ -181,20 +181,20 @@ def test_vocabulary_softmax_with_the_unrestricted_argmax():
   logits[0, [ENTITY_OFFSET + 1, ENTITY_OFFSET + 4, 20]] = [1.0, 2.0, 9.0]  # word 20 wins
   logits[1, [ENTITY_OFFSET + 0, ENTITY_OFFSET + 3]] = [-3.0, 5.0]  # entity 3: not in passage
   b = {"passage": passage, "answer": np.array([4, 0], np.int32)}
-  loss, metrics = task.loss_and_metrics(jnp.asarray(logits), b)
+  loss, metrics = task.loss_and_metrics(jnp.asarray(logits), b, model)
   # The answer is the word id of its marker, over all V outputs.
   nll = -log_softmax(logits)[[0, 1], ENTITY_OFFSET + b["answer"]]
   np.testing.assert_allclose(metrics["nll"], nll, rtol=1e-6)
   np.testing.assert_allclose(loss, nll.mean(), rtol=1e-6)
   np.testing.assert_array_equal(metrics["error"], [0.0, 0.0])  # restricted (default)
   task.config.model.restrict_to_candidates = False  # the authors' error
-  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b)
+  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b, model)
   np.testing.assert_array_equal(metrics["error"], [1.0, 1.0])
 
 
 @pytest.mark.parametrize("answer_vocabulary", ["entities", "vocabulary"])
 def test_listed_candidates_restrict_the_prediction(answer_vocabulary):
-  task, _ = task_and_model(answer_vocabulary=answer_vocabulary)
+  task, model = task_and_model(answer_vocabulary=answer_vocabulary)
   first = model_lib.first_entity_output(answer_vocabulary, ENTITY_OFFSET)
   logits = np.zeros((1, ENT if first == 0 else V), np.float32)
   logits[0, first + np.array([0, 2, 5])] = [1.0, 3.0, 2.0]
@@ -202,21 +202,21 @@ def test_listed_candidates_restrict_the_prediction(answer_vocabulary):
   b = {"passage": np.array([[ENTITY_OFFSET + 2, ENTITY_OFFSET + 5]], np.int32),
        "answer": np.array([5], np.int32),
        "candidate_mask": np.array([[True, True, False, False, False, True]])}
-  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b)
+  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b, model)
   np.testing.assert_array_equal(metrics["error"], [0.0])
   del b["candidate_mask"]  # Restricted to the passage's entities, 2 wins.
-  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b)
+  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b, model)
   np.testing.assert_array_equal(metrics["error"], [1.0])
 
 
 def test_an_unanswerable_question_counts_as_an_error():
-  task, _ = task_and_model()
+  task, model = task_and_model()
   logits = np.zeros((3, ENT), np.float32)
   logits[:, 4] = 1.0  # Every row predicts entity 4, the answer of each.
   b = {"passage": np.full((3, 2), ENTITY_OFFSET + 4, np.int32),
        "answer": np.array([4, 4, 4], np.int32),
        "answerable": np.array([True, False, True])}
-  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b)
+  _, metrics = task.loss_and_metrics(jnp.asarray(logits), b, model)
   np.testing.assert_array_equal(metrics["error"], [0.0, 1.0, 0.0])
 
 

@@ -43,7 +43,8 @@ def test_classification_nll_and_error():
   # The classifiers' training loss is the batch mean of that NLL.
   for task in (_task(perm_mnist, perm_mnist_config, "ln"),
                _task(bln_cifar, bln_cifar_config, "bln")):
-    loss, _ = task.loss_and_metrics(jnp.asarray(logits), {"label": jnp.asarray(labels)})
+    loss, _ = task.loss_and_metrics(jnp.asarray(logits), {"label": jnp.asarray(labels)},
+                                 model=None)
     np.testing.assert_allclose(loss, nll.mean(), rtol=1e-5)
 
 
@@ -52,7 +53,7 @@ def test_imdb_binary_loss_and_error():
   logits = (rng.normal(size=50) * 8).astype(np.float32)
   labels = rng.integers(0, 2, size=50).astype(np.int32)
   loss, metrics = _task(bln_imdb, bln_imdb_config, "bln").loss_and_metrics(
-      jnp.asarray(logits), {"label": jnp.asarray(labels)})
+      jnp.asarray(logits), {"label": jnp.asarray(labels)}, model=None)
   nll = ref.bernoulli_nll(logits, labels)
   np.testing.assert_allclose(metrics["nll"], nll, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(loss, nll.mean(), rtol=1e-5)

@@ -198,7 +198,7 @@ def test_task_fold_evaluation_equals_library_evaluation():
   captions = np.abs(rng.normal(size=(6, 5, 8))).astype(np.float32)
   mask = np.array([1, 1, 1, 1, 0, 0], np.float32)  # The last two rows are padding.
   loss, metrics = task.loss_and_metrics({"captions": captions, "images": images},
-                                        {"mask": mask})
+                                        {"mask": mask}, model=None)
   del loss
   want = retrieval.evaluate(images[:4], captions[:4].reshape(-1, 8), "order", fold_size=0)
   for k, v in metrics.items():
@@ -296,10 +296,10 @@ def test_training_loss_is_summed_or_averaged_over_the_batch(precise_jax):
   im = np.abs(rng.normal(size=(4, 3))).astype(np.float32)
   config = config_lib.load_config(SMOKE)
   want = np_contrastive_loss(s, im, "order", config.model.margin)
-  loss, metrics = Task(config).loss_and_metrics({"captions": s, "images": im}, {})
+  loss, metrics = Task(config).loss_and_metrics({"captions": s, "images": im}, {}, model=None)
   np.testing.assert_allclose(float(loss), want, rtol=1e-5)
   config.loss_reduction = "mean"
-  loss, _ = Task(config).loss_and_metrics({"captions": s, "images": im}, {})
+  loss, _ = Task(config).loss_and_metrics({"captions": s, "images": im}, {}, model=None)
   np.testing.assert_allclose(float(loss), want / 4, rtol=1e-5)
   np.testing.assert_allclose(float(np.sum(metrics["pair_loss"])), want, rtol=1e-5)
 

@@ -78,16 +78,16 @@ def test_loss_is_the_summed_cross_entropy_of_real_targets(precise_jax):
       expected[b] -= sum(log_p[t, tokens[b, k, t]] for t in range(lengths[b, k]))
   nll = task_lib.decoder_nll(jnp.asarray(logits, jnp.float32), tokens, lengths)
   np.testing.assert_allclose(nll, expected, rtol=1e-5)
-  task, _ = build("none")
+  task, model = build("none")
   weight = np.full(len(tokens), 0.25, np.float32)
   batch = {"tokens": tokens, "length": lengths, "token_weight": weight}
-  loss, metrics = task.loss_and_metrics(jnp.asarray(logits, jnp.float32), batch)
+  loss, metrics = task.loss_and_metrics(jnp.asarray(logits, jnp.float32), batch, model)
   # The default: summed over the batch, as Kiros et al.'s training/model.py.
   assert task.config.loss_reduction == "sum"
   np.testing.assert_allclose(loss, expected.sum(), rtol=1e-5)
   np.testing.assert_allclose(metrics["token_nll"], expected * 0.25, rtol=1e-5)
   task.config.loss_reduction = "mean"
-  loss, _ = task.loss_and_metrics(jnp.asarray(logits, jnp.float32), batch)
+  loss, _ = task.loss_and_metrics(jnp.asarray(logits, jnp.float32), batch, model)
   np.testing.assert_allclose(loss, expected.mean(), rtol=1e-5)
 
 
@@ -102,8 +102,9 @@ def test_padding_changes_nothing(norm):
   longer = longer.astype(np.int32)
   batch = lambda t: {"tokens": t, "length": lengths,
                      "token_weight": np.ones(len(t), np.float32)}
-  short_nll = task.loss_and_metrics(model.apply(variables, tokens, lengths), batch(tokens))
-  long_nll = task.loss_and_metrics(model.apply(variables, longer, lengths), batch(longer))
+  nll_of = lambda t: task.loss_and_metrics(model.apply(variables, t, lengths), batch(t),
+                                           model)
+  short_nll, long_nll = nll_of(tokens), nll_of(longer)
   np.testing.assert_allclose(long_nll[1]["nll"], short_nll[1]["nll"], rtol=1e-5)
   encode = lambda t: model.apply(variables, t[:, 1], lengths[:, 1],
                                  method=SkipThoughts.encode)

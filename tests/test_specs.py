@@ -1,6 +1,7 @@
 """Every experiment's facts are declared once (lnorm.analysis.specs): the suite, the
-published numbers and the figures are read from the specs, the experiments the specs
-declare are the ones training can run, and perm-MNIST's CPU sweep is the suite's grid."""
+published numbers and the figures are read from the specs, the specs follow the one
+list of experiments (lnorm.training.experiments), and perm-MNIST's CPU sweep is the
+suite's grid."""
 
 from __future__ import annotations
 
@@ -12,18 +13,34 @@ from lnorm import config as config_lib
 from lnorm.analysis import plotting
 from lnorm.analysis import published
 from lnorm.analysis import specs
+from lnorm.gpucheck import steps as gpu_steps
 from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import runner
-from lnorm.training.task import EXPERIMENTS
+from lnorm.training import experiments
+from lnorm.training import task as task_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_the_specs_declare_the_experiments_training_runs():
-  # training may not import the analysis, so the task registry names its experiments
-  # itself: adding one to either and not the other fails here.
-  assert sorted(specs.BY_NAME) == sorted(EXPERIMENTS)
-  assert len(specs.BY_NAME) == len(specs.SPECS)
+def test_one_list_names_the_experiments():
+  # The registry is the list; training loads from it, the specs and the GPU check
+  # follow it rather than naming the experiments again.
+  assert task_lib.EXPERIMENTS is experiments.EXPERIMENTS
+  assert [s.name for s in specs.SPECS] == list(experiments.EXPERIMENTS)
+  assert sorted(gpu_steps.EXPERIMENTS) == sorted(experiments.EXPERIMENTS)
+  assert len(gpu_steps.EXPERIMENTS) == len(set(gpu_steps.EXPERIMENTS))
+
+
+def test_a_registered_experiment_without_a_spec_is_refused():
+  declared = {"perm_mnist": specs.PERM_MNIST, "draw": specs.DRAW}
+  assert specs.in_registry_order(declared, ("draw", "perm_mnist")) == (specs.DRAW,
+                                                                        specs.PERM_MNIST)
+  with pytest.raises(ValueError, match="without a spec: toy, other; declare each"):
+    specs.in_registry_order(declared, ("perm_mnist", "toy", "draw", "other"))
+  with pytest.raises(ValueError, match="spec 'toy' names no experiment"):
+    specs._declare(_spec())  # pylint: disable=protected-access
+  with pytest.raises(ValueError, match="'draw' is declared twice"):
+    specs._declare(specs.DRAW)  # pylint: disable=protected-access
 
 
 def test_the_suite_figures_and_published_numbers_are_the_specs():

@@ -126,7 +126,8 @@ class _PointTask:
   def model_inputs(self, batch):
     return (batch["w"],)
 
-  def loss_and_metrics(self, outputs, batch):
+  def loss_and_metrics(self, outputs, batch, model):
+    del model  # Unused.
     loss = 0.5 * (jnp.sum(jnp.square(outputs["w"] - batch["w"][0]))
                   + jnp.sum(jnp.square(outputs["v"] - batch["v"][0])))
     return loss, {"loss": loss[None]}

@@ -196,7 +196,7 @@ def test_loss_is_the_mean_next_character_cross_entropy():
   (inputs,) = task.model_inputs(batch)
   np.testing.assert_array_equal(inputs, batch["tokens"][:, :-1])
   logits = rng.normal(size=(3, LENGTH, VOCAB)).astype(np.float32)
-  loss, metrics = task.loss_and_metrics(jnp.asarray(logits), batch)
+  loss, metrics = task.loss_and_metrics(jnp.asarray(logits), batch, model=None)
   log_p = ref.log_softmax(logits)
   nll = -np.take_along_axis(log_p, batch["tokens"][:, 1:, None], -1)[..., 0].mean(-1)
   np.testing.assert_allclose(metrics["nll"], nll, rtol=1e-5)

@@ -90,8 +90,6 @@ class Task(BaseTask):
                         f"{', '.join(ANSWER_VOCABULARIES)}.")
     _warn_if_it_cannot_learn(config)
     self.inits = initialisation.from_config(config)
-    #: The number of entity markers, set by model_for (the restriction needs it).
-    self.num_entities: int | None = None
 
   def build_model(self, dataset):
     info = dataset.info
@@ -111,7 +109,6 @@ class Task(BaseTask):
     cell = make_lstm_cell(cell_variant, forget_bias=c.model.forget_bias, **options)
     ff_norm = make_norm("bn", c.norm_options.bn).layer if ff_bn else Identity
     m = c.model
-    self.num_entities = num_entities
     return AttentiveReader(
         vocab_size=vocab_size, num_entities=num_entities, entity_offset=entity_offset,
         cell=cell, ff_norm=ff_norm, embed_size=m.embed_size, hidden_size=m.hidden_size,
@@ -140,17 +137,16 @@ class Task(BaseTask):
       return batch["candidate_mask"]
     return passage_entities(batch["passage"], num_entities, ENTITY_OFFSET)
 
-  def loss_and_metrics(self, logits, batch):
+  def loss_and_metrics(self, logits, batch, model):
     logits = logits.astype(jnp.float32)
     first = first_entity_output(self.config.model.answer_vocabulary, ENTITY_OFFSET)
     label = batch["answer"] + first
     nll = optax.softmax_cross_entropy_with_integer_labels(logits, label)
     if self.config.model.restrict_to_candidates:
-      # Over the entities, the outputs are the entities; over the vocabulary, the
-      # entity block's size is the data's (model_for records it).
-      num_entities = logits.shape[-1] if first == 0 else self.num_entities
-      allowed = entity_outputs(self.candidates(batch, num_entities), logits.shape[-1],
-                               first)
+      # The entity block's size is the model's: over the vocabulary, the logits' width
+      # is the vocabulary's.
+      allowed = entity_outputs(self.candidates(batch, model.num_entities),
+                               logits.shape[-1], first)
       logits = restrict(logits, allowed)
     error = (jnp.argmax(logits, -1) != label).astype(jnp.float32)
     if "answerable" in batch:  # An evaluation split's unanswerable question is wrong.

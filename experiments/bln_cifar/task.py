@@ -92,6 +92,7 @@ class Task(BaseTask):
     return trivial.classification_record(dataset, dataset.info["num_classes"],
                                          self.train_split())
 
-  def loss_and_metrics(self, logits, batch):
+  def loss_and_metrics(self, logits, batch, model):
+    del model  # Unused.
     metrics = classification_metrics(logits, batch["label"])
     return jnp.mean(metrics["nll"]), metrics

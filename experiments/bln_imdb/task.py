@@ -84,7 +84,8 @@ class Task(BaseTask):
     as a logit of 0 does) and the binary cross-entropy of that share."""
     return trivial.classification_record(dataset, 2, self.train_split())
 
-  def loss_and_metrics(self, logits, batch):
+  def loss_and_metrics(self, logits, batch, model):
+    del model  # Unused.
     labels = batch["label"]
     nll = optax.sigmoid_binary_cross_entropy(logits.astype(jnp.float32),
                                              labels.astype(jnp.float32))

@@ -54,7 +54,8 @@ class Task(BaseTask):
   def model_inputs(self, batch):
     return (batch["image"].astype(jnp.float32),)
 
-  def loss_and_metrics(self, outputs, batch):
+  def loss_and_metrics(self, outputs, batch, model):
+    del model  # Unused.
     return bound_metrics(outputs, batch["image"])
 
   def trivial_baseline(self, dataset):

@@ -72,7 +72,8 @@ class Task(BaseTask):
   def model_inputs(self, batch):
     return batch["strokes"], batch["length"], batch["text"], batch["text_length"]
 
-  def loss_and_metrics(self, outputs, batch):
+  def loss_and_metrics(self, outputs, batch, model):
+    del model  # Unused.
     nll, points = sequence_nll(outputs, batch["strokes"], batch["length"],
                                self.config.num_components)
     metrics = {"nll": nll, "points": points,

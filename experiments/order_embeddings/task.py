@@ -121,7 +121,8 @@ class Task(BaseTask):
     r = self.config.retrieval
     return {"query_block": r.query_block, "candidate_block": r.candidate_block}
 
-  def loss_and_metrics(self, outputs, batch):
+  def loss_and_metrics(self, outputs, batch, model):
+    del model  # Unused.
     captions, images = outputs["captions"], outputs["images"]
     if captions.ndim == 2:  # Training: one caption per image.
       _, per_example = contrastive_loss(captions, images, self.config.model.score,

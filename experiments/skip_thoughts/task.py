@@ -72,7 +72,8 @@ class Task(BaseTask):
   def model_inputs(self, batch):
     return batch["tokens"], batch["length"]
 
-  def loss_and_metrics(self, logits, batch):
+  def loss_and_metrics(self, logits, batch, model):
+    del model  # Unused.
     nll = decoder_nll(logits, batch["tokens"], batch["length"])
     return self.reduce_loss(nll), {"nll": nll, "token_nll": nll * batch["token_weight"]}
 

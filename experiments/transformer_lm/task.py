@@ -83,7 +83,8 @@ class Task(BaseTask):
   def model_inputs(self, batch):
     return (batch["tokens"][:, :-1],)
 
-  def loss_and_metrics(self, logits, batch):
+  def loss_and_metrics(self, logits, batch, model):
+    del model  # Unused.
     nll = token_nll(logits, batch["tokens"][:, 1:]).mean(axis=-1)
     return jnp.mean(nll), {"nll": nll, "bits_per_char": nll / math.log(2)}
 

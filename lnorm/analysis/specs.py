@@ -5,12 +5,13 @@ claims and the validation metric they read), what the papers published (the numb
 ``lnorm report`` sets beside a run) and how the paper drew it (the figures ``lnorm
 plot --figure`` lays out). The benchmark's suite (``lnorm.sweeps.benchmark_suite``),
 the published comparison (``lnorm.analysis.published``) and the figures
-(``lnorm.analysis.plotting``) are read from :data:`SPECS`; the code that trains an
-experiment is named in ``lnorm.training.task.EXPERIMENTS`` (training may not import
-the analysis), and tests/test_specs.py checks that both name the same experiments.
+(``lnorm.analysis.plotting``) are read from :data:`SPECS`, which holds one spec for
+each experiment of the registry, ``lnorm.training.experiments`` (training may not
+import the analysis, so the list of experiments lives there), in its order.
 
 Adding an experiment: its task under ``experiments/<name>/``, its config under
-``configs/``, its line in ``EXPERIMENTS``, and its spec here, in :data:`SPECS`.
+``configs/``, its line in the registry, and its spec here, declared with
+``_declare``; an experiment without a spec stops this module's import with a message.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import dataclasses
 from typing import Any, Mapping, Sequence
 
 from lnorm.analysis.rule import Claim
+from lnorm.training.experiments import EXPERIMENTS
 
 #: The scales every experiment's benchmark settings are given at.
 SCALES = ("cpu", "paper")
@@ -157,6 +159,32 @@ class ExperimentSpec:
     return self.claims if own is None else own
 
 
+#: The specs declared below, by experiment (:func:`_declare`); :data:`SPECS` orders them.
+_DECLARED: dict[str, ExperimentSpec] = {}
+
+
+def _declare(spec: ExperimentSpec) -> ExperimentSpec:
+  """Records ``spec`` as its experiment's facts: one spec per registered experiment."""
+  if spec.name not in EXPERIMENTS:
+    raise ValueError(f"spec {spec.name!r} names no experiment of "
+                     "lnorm/training/experiments.py: add the experiment there first")
+  if spec.name in _DECLARED:
+    raise ValueError(f"experiment {spec.name!r} is declared twice")
+  _DECLARED[spec.name] = spec
+  return spec
+
+
+def in_registry_order(declared: Mapping[str, ExperimentSpec],
+                      experiments: Sequence[str]) -> tuple[ExperimentSpec, ...]:
+  """The spec of each of ``experiments`` (the registry), in its order; an experiment
+  without one is refused, naming where to declare it."""
+  missing = [name for name in experiments if name not in declared]
+  if missing:
+    raise ValueError(f"experiments without a spec: {', '.join(missing)}; declare each in "
+                     "lnorm/analysis/specs.py (_declare(ExperimentSpec(...)))")
+  return tuple(declared[name] for name in experiments)
+
+
 # --- pieces several experiments share ----------------------------------------------------
 
 
@@ -216,7 +244,7 @@ def _figure6_claims(batch_sizes: Sequence[int]) -> tuple[Claim, ...]:
       for b in batch_sizes for other in ("bn", "none"))
 
 
-PERM_MNIST = ExperimentSpec(
+PERM_MNIST = _declare(ExperimentSpec(
     "perm_mnist", CORE_NORMS + ("bn",) + SUCCESSORS, _figure6_claims((4, 128)),
     # Figure 6's claim at the small batch is where BN's statistics are noisy; the CPU
     # runs it alone, a GPU both of the figure's batch sizes. configs/perm_mnist.py's
@@ -239,7 +267,7 @@ PERM_MNIST = ExperimentSpec(
          Panel(("test/error",), {"batch_size": 128}, "test error, batch 128"),
          Panel(("train/nll", "train/loss"), {"batch_size": 4}, "train NLL, batch 4", True),
          Panel(("test/error",), {"batch_size": 4}, "test error, batch 4")),
-        summary="train NLL and test error at batch 128 and 4")})
+        summary="train NLL and test error at batch 128 and 4")}))
 
 
 # --- order-embeddings: LN paper Figure 1 and Table 2 -------------------------------------
@@ -256,7 +284,7 @@ def _order_embeddings_published() -> tuple[Published, ...]:
                for n, vs in values.items() for m, v in zip(names, vs))
 
 
-ORDER_EMBEDDINGS = ExperimentSpec(
+ORDER_EMBEDDINGS = _declare(ExperimentSpec(
     "order_embeddings", CORE_NORMS,
     (Claim("order_embeddings_ln_speed", "LN reaches the baseline's best validation "
            "score in less time (about 60%)", f"{LN_PAPER}, Figure 1", "ln", "none",
@@ -277,7 +305,7 @@ ORDER_EMBEDDINGS = ExperimentSpec(
         "set against updates (the paper evaluated every 300), with and without LN.",
         tuple(Panel((f"validation/image_r{k}",), {}, f"image retrieval R@{k} (validation)")
               for k in (1, 5, 10)),
-        columns=3, x="step", summary="image R@1, R@5, R@10 on validation against updates")})
+        columns=3, x="step", summary="image R@1, R@5, R@10 on validation against updates")}))
 
 
 # --- the BLN paper: IMDB and CIFAR-10 ----------------------------------------------------
@@ -293,7 +321,7 @@ def _bln_figure(experiment: str, what: str) -> Figure:
       summary="test error at batch 25 and 1")
 
 
-BLN_IMDB = ExperimentSpec(
+BLN_IMDB = _declare(ExperimentSpec(
     "bln_imdb", CORE_NORMS + ("bln", "bn"), _bln_claims("bln_imdb", (25,)),
     {"cpu": Setting("configs/bln_imdb.py", {"data.source": "files"}, seeds=(0, 1, 2, 3, 4),
                     variants=(_batch(25, 500),), minutes=2.3),
@@ -302,10 +330,10 @@ BLN_IMDB = ExperimentSpec(
     published=_bln_published("bln_imdb", 10, {
         25: {"bln": (0.496, 0.771), "bn": (0.620, 0.698), "ln": (0.639, 0.711)},
         1: {"bln": (0.583, 0.731), "bn": (0.979, 0.495), "ln": (0.688, 0.684)}}),
-    figures={"bln-imdb": _bln_figure("bln_imdb", "IMDB LSTM")})
+    figures={"bln-imdb": _bln_figure("bln_imdb", "IMDB LSTM")}))
 
 
-BLN_CIFAR = ExperimentSpec(
+BLN_CIFAR = _declare(ExperimentSpec(
     "bln_cifar", CORE_NORMS + ("bln", "bn"),
     _bln_claims("bln_cifar", (25, 1)) + (
         Claim("bln_cifar_bn_at_chance_b1", "At batch size 1, BN does not learn: its "
@@ -321,7 +349,7 @@ BLN_CIFAR = ExperimentSpec(
     published=_bln_published("bln_cifar", 15, {
         25: {"bln": (1.531, 0.455), "bn": (1.575, 0.453), "ln": (1.666, 0.423)},
         1: {"bln": (1.562, 0.442), "bn": (22.1, 0.109), "ln": (1.734, 0.378)}}),
-    figures={"bln-cifar": _bln_figure("bln_cifar", "CIFAR-10 LeNet-5")})
+    figures={"bln-cifar": _bln_figure("bln_cifar", "CIFAR-10 LeNet-5")}))
 
 
 # --- skip-thoughts: LN paper Figure 3 and Table 3 ----------------------------------------
@@ -341,7 +369,7 @@ def _skip_thoughts_published() -> tuple[Published, ...]:
 _SENTENCE_EVAL = ("not evaluated: set --config.periodic_eval_every_steps=N (and {task} in "
                   "--config.sentence_eval.tasks), or run `lnorm evaluate`")
 
-SKIP_THOUGHTS = ExperimentSpec(
+SKIP_THOUGHTS = _declare(ExperimentSpec(
     "skip_thoughts", CORE_NORMS + SUCCESSORS,
     (Claim("skip_thoughts_ln_speed", "The LN-GRU trains faster than the GRU",
            f"{LN_PAPER}, Figure 3", "ln", "none"),),
@@ -368,13 +396,13 @@ SKIP_THOUGHTS = ExperimentSpec(
                "default")),
         columns=3, x="step",
         summary="SICK r and MSE, MR, CR, SUBJ, MPQA from periodic evaluations, and "
-        "validation perplexity, against updates")})
+        "validation perplexity, against updates")}))
 
 
 # --- handwriting: LN paper Figure 5 ------------------------------------------------------
 
 
-HANDWRITING = ExperimentSpec(
+HANDWRITING = _declare(ExperimentSpec(
     "handwriting", CORE_NORMS + SUCCESSORS,
     (Claim("handwriting_ln_speed", "LN reaches a log-likelihood comparable to the "
            "baseline's in fewer updates", f"{LN_PAPER}, Figure 5", "ln", "none"),),
@@ -392,7 +420,7 @@ HANDWRITING = ExperimentSpec(
         (Panel(("test/nll", "validation/nll"), {}, "negative log-likelihood (nats per line)",
                name="held out", lines=(Line(("train/nll",), "train"),)),),
         columns=1, x="step", logx=True,
-        summary="held-out and training NLL against updates, log axis")})
+        summary="held-out and training NLL against updates, log axis")}))
 
 
 # --- DRAW: LN paper Figure 4 -------------------------------------------------------------
@@ -400,7 +428,7 @@ HANDWRITING = ExperimentSpec(
 
 _DRAW_SOURCE = f"{LN_PAPER_PUBLISHED}, Figure 4 (sec. 6.4)"
 
-DRAW = ExperimentSpec(
+DRAW = _declare(ExperimentSpec(
     "draw", CORE_NORMS + ("wn", "ln_cell"),
     (Claim("draw_ln_cell_speed", "LN (on the cell) converges about twice as fast as "
            "the baseline", f"{LN_PAPER}, Figure 4", "ln_cell", "none",
@@ -428,13 +456,13 @@ DRAW = ExperimentSpec(
         "LN paper Figure 4: DRAW on binarized MNIST, the test variational bound (nats) per "
         "epoch for the baseline, WN and LN.",
         (Panel(("test/nll_bound", "test/bound", "test/nll"), {}, "test variational bound (nats)"),),
-        columns=1, summary="test bound per epoch")})
+        columns=1, summary="test bound per epoch")}))
 
 
 # --- the attentive reader: LN paper Figure 2 ---------------------------------------------
 
 
-ATTENTIVE_READER = ExperimentSpec(
+ATTENTIVE_READER = _declare(ExperimentSpec(
     "attentive_reader", CORE_NORMS + ("bn",),
     (Claim("attentive_reader_ln_speed", "LN trains faster than the LSTM baseline",
            f"{LN_PAPER}, Figure 2", "ln", "none"),
@@ -448,7 +476,7 @@ ATTENTIVE_READER = ExperimentSpec(
         "LN paper Figure 2: the attentive reader, validation error against updates for "
         "the LSTM, BN-LSTM, BN-everywhere and LN-LSTM.",
         (Panel(("validation/error",), {}, "validation error rate"),),
-        columns=1, x="step", summary="validation error against updates")})
+        columns=1, x="step", summary="validation error against updates")}))
 
 
 # --- the Transformer: Xiong et al. 2020 and LN's successors ------------------------------
@@ -515,23 +543,22 @@ def _transformer_setting(config: str, warmup: int, seeds: tuple[int, ...],
                  claims=_transformer_claims(warmup))
 
 
-TRANSFORMER_LM = ExperimentSpec(
+TRANSFORMER_LM = _declare(ExperimentSpec(
     "transformer_lm", ("none",) + TRANSFORMER_NORMS, _transformer_claims(100),
     # 1,000 updates of batch 16 and validation on 1,024 windows every 100 updates
     # (configs/transformer_lm.py says why); the warm-up is the config's.
     {"cpu": _transformer_setting("configs/transformer_lm.py:scale=cpu", 100,
                                  seeds=(0, 1, 2, 3, 4), minutes=4.1),
      "paper": _transformer_setting("configs/transformer_lm.py", 4000, seeds=(0, 1, 2))},
-    metric="validation/nll", reference="ln")
+    metric="validation/nll", reference="ln"))
 
 
 # --- the registry ------------------------------------------------------------------------
 
 
-#: Every experiment, in the benchmark's order (its report lists them so).
-SPECS: tuple[ExperimentSpec, ...] = (
-    PERM_MNIST, ORDER_EMBEDDINGS, BLN_IMDB, BLN_CIFAR, SKIP_THOUGHTS, HANDWRITING, DRAW,
-    ATTENTIVE_READER, TRANSFORMER_LM)
+#: Every experiment's spec, in the registry's order, the benchmark's (its report lists
+#: them so).
+SPECS: tuple[ExperimentSpec, ...] = in_registry_order(_DECLARED, tuple(EXPERIMENTS))
 
 BY_NAME: dict[str, ExperimentSpec] = {s.name: s for s in SPECS}
 

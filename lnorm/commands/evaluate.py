@@ -77,12 +77,13 @@ def evaluate(workdir: str, tasks, *, encoder: str = "trained", data_dir: str | N
   from lnorm.evaluation import sentence_eval  # pylint: disable=g-import-not-at-top
   from lnorm import config as config_lib  # pylint: disable=g-import-not-at-top
   from lnorm.training.metrics_writer import MetricWriter  # pylint: disable=g-import-not-at-top
-  from lnorm.training.assembly import load_run_config  # pylint: disable=g-import-not-at-top
-  from lnorm.training.task import load_task  # pylint: disable=g-import-not-at-top
+  from lnorm.training import assembly  # pylint: disable=g-import-not-at-top
 
   workdir = os.path.abspath(workdir)
-  config = load_run_config(workdir)
-  task = load_task(config)
+  config = assembly.load_run_config(workdir)
+  # The check `lnorm train` makes: a config.json no run could have trained with is
+  # refused with the same line, before the checkpoint is read.
+  task = assembly.check(config)
   # An experiment without a sentence encoder says so (Task.sentence_encoder).
   encode, step = task.sentence_encoder(workdir, encoder)
   tasks = sentence_eval.task_names(tasks)

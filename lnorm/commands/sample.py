@@ -28,10 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   # pylint: disable=g-import-not-at-top
-  from lnorm.training.assembly import load_run_config
-  from lnorm.training.task import load_task
-  config = load_run_config(args.workdir, overrides)
-  task = load_task(config)
+  from lnorm.training import assembly
+  config = assembly.load_run_config(args.workdir, overrides)
+  # The check `lnorm train` makes, so that an override no run could take is refused
+  # here as there, before the checkpoint is read.
+  task = assembly.check(config)
   # An experiment without a sampler says so (Task.sample).
   paths = task.sample(args.workdir, text=args.text, bias=args.bias, seed=args.seed,
                       out_base=args.out)

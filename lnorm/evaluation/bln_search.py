@@ -95,7 +95,7 @@ def make_grouped_eval_step(task, model, group_size: int):
 
     def one_group(group):
       outputs = model.apply(variables, *task.model_inputs(group), train=False)
-      return task.loss_and_metrics(outputs, group)[1]
+      return task.loss_and_metrics(outputs, group, model)[1]
 
     metrics = jax.vmap(one_group)(grouped)
     return {k: jnp.sum(v.reshape(-1) * mask) for k, v in metrics.items()}, jnp.sum(mask)

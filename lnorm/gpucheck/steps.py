@@ -47,10 +47,13 @@ import numpy as np
 from lnorm import config as config_lib
 from lnorm.gpucheck import records as records_lib
 from lnorm.gpucheck import timing
+from lnorm.training import experiments as experiments_lib
 
-#: Most expensive first, so that the parallel workers finish together.
-EXPERIMENTS = ("transformer_lm", "skip_thoughts", "handwriting", "attentive_reader", "draw",
-               "order_embeddings", "bln_imdb", "bln_cifar", "perm_mnist")
+#: The experiments whose steps cost the most on a GPU, started first so that the
+#: parallel workers finish together.
+COSTLIEST = ("transformer_lm", "skip_thoughts", "handwriting", "attentive_reader", "draw")
+#: Every experiment of the registry: the costliest first, then the others in its order.
+EXPERIMENTS = COSTLIEST + tuple(e for e in experiments_lib.EXPERIMENTS if e not in COSTLIEST)
 #: The rehearsal's (``--toy``): the MLP on MNIST's files, and a model with LSTM layers.
 TOY_EXPERIMENTS = ("perm_mnist", "handwriting")
 #: The normalizers measured: every experiment's first two before any third.

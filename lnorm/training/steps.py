@@ -59,7 +59,7 @@ def training_loss(task: Task, model: nn.Module, batch_stats, batch, rngs, params
   outputs, mutated = model.apply(
       {"params": params, "batch_stats": batch_stats},
       *task.model_inputs(batch), train=True, rngs=rngs, mutable=["batch_stats"])
-  loss, metrics = task.loss_and_metrics(outputs, batch)
+  loss, metrics = task.loss_and_metrics(outputs, batch, model)
   return loss, (metrics, mutated.get("batch_stats", batch_stats))
 
 
@@ -120,7 +120,7 @@ def make_eval_step(task: Task, model: nn.Module) -> Callable:
   def eval_step(state: TrainState, batch):
     outputs = model.apply({"params": state.params, "batch_stats": state.batch_stats},
                           *task.model_inputs(batch), train=False)
-    _, metrics = task.loss_and_metrics(outputs, batch)
+    _, metrics = task.loss_and_metrics(outputs, batch, model)
     mask = batch["mask"]
     return {k: jnp.sum(v * mask) for k, v in metrics.items()}, jnp.sum(mask)
 

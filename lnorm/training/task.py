@@ -26,25 +26,16 @@ from lnorm.data.core import Dataset
 from lnorm.errors import ConfigError, UserError
 from lnorm.normalization import NORMS, check_norm_choice
 from lnorm.training import defaults
+from lnorm.training import experiments
 
 if TYPE_CHECKING:  # assembly imports this module.
   from lnorm.training.assembly import AssembledRun
 
 Batch = Mapping[str, jax.Array]
 
-#: experiment name -> module defining ``Task``. Modules import lazily, so adding an
-#: experiment costs the others nothing.
-EXPERIMENTS = {
-    "perm_mnist": "experiments.perm_mnist.task",
-    "draw": "experiments.draw.task",
-    "bln_cifar": "experiments.bln_cifar.task",
-    "bln_imdb": "experiments.bln_imdb.task",
-    "handwriting": "experiments.handwriting.task",
-    "attentive_reader": "experiments.attentive_reader.task",
-    "skip_thoughts": "experiments.skip_thoughts.task",
-    "order_embeddings": "experiments.order_embeddings.task",
-    "transformer_lm": "experiments.transformer_lm.task",
-}
+#: experiment name -> module defining ``Task``: the registry, kept where the analysis
+#: may read it too (lnorm.training.experiments).
+EXPERIMENTS = experiments.EXPERIMENTS
 
 
 #: The values of ``config.loss_reduction`` (see :meth:`Task.reduce_loss`).
@@ -111,9 +102,12 @@ class Task:
     """Positional model arguments taken from a batch."""
     raise NotImplementedError
 
-  def loss_and_metrics(self, outputs: Any, batch: Batch) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """The scalar training loss and per-example metrics [B]. Tasks whose loss is a
-    reduction of per-example losses use :meth:`reduce_loss`, so that
+  def loss_and_metrics(self, outputs: Any, batch: Batch, model: nn.Module,
+                       ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The scalar training loss and per-example metrics [B] of ``outputs``, what
+    ``model`` made of ``batch``. The model is handed in for the sizes it was built
+    with (the attentive reader's entity block), which the task does not keep. Tasks
+    whose loss is a reduction of per-example losses use :meth:`reduce_loss`, so that
     ``config.loss_reduction`` chooses between their mean and their sum."""
     raise NotImplementedError
 
