@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import shutil
 import subprocess
 import time
@@ -224,7 +225,9 @@ def test_the_report_refuses_a_page_without_markers():
 def test_run_sh_rehearses_every_phase(tmp_path):
   """The whole rehearsal: a fresh venv built offline, the install, the four phases."""
   prepared = os.path.join(REPO, "gpu_prepared")
-  env = dict(os.environ)
+  # The image the rehearsal copies is the Python running the tests (the one with JAX),
+  # whether or not its virtual environment is activated.
+  env = {**os.environ, "REHEARSAL_PYTHON": os.environ.get("REHEARSAL_PYTHON", sys.executable)}
   if not os.path.exists(os.path.join(prepared, "MANIFEST")):
     prepared = str(tmp_path / "prepared")
     env["GPU_PREPARED"] = prepared
