@@ -134,8 +134,9 @@ def test_forward_and_loss_match_numpy(norm, precise_jax):
   rng = np.random.default_rng(1)
   batch = random_batch(rng, [9, 5], [6, 3], steps=9, chars=6)
   model = small_model(norm)
-  params = perturbed(model.init(jax.random.key(0), *batch)["params"], rng)
-  outputs = model.apply({"params": params}, *batch)
+  # Jitted, as training runs it: op by op, the steps took longer.
+  params = perturbed(jax.jit(model.init)(jax.random.key(0), *batch)["params"], rng)
+  outputs = jax.jit(model.apply)({"params": params}, *batch)
   nll, points = sequence_nll(outputs, jnp.asarray(batch[0]), jnp.asarray(batch[1]), M)
   strokes, lengths, text, text_lengths = batch
   for b in range(2):
