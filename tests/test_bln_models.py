@@ -3,6 +3,8 @@ model's dropout and padding conventions."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -103,14 +105,15 @@ def test_sentiment_rnn_is_finite_at_batch_size_one_with_padding():
   tokens = jnp.array([[3, 4, 5, 0, 0, 0]], jnp.int32)
   lengths = jnp.array([3])
   rngs = {"params": jax.random.key(0), "dropout": jax.random.key(1)}
-  variables = model.init(rngs, tokens, lengths, train=True)
+  # Jitted, as training runs it: op by op, the two LSTMs' steps took 3x as long.
+  variables = jax.jit(lambda rngs: model.init(rngs, tokens, lengths, train=True))(rngs)
 
   def loss(params):
     out, _ = model.apply({**variables, "params": params}, tokens, lengths, train=True,
                          rngs={"dropout": jax.random.key(2)}, mutable=["batch_stats"])
     return jnp.sum(out)
 
-  grads = jax.grad(loss)(variables["params"])
+  grads = jax.jit(jax.grad(loss))(variables["params"])
   assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(grads))
 
 
@@ -124,13 +127,21 @@ def tiny_rnn(norm="bln", **kw):
 
 
 def init_tiny(model, tokens, lengths):
-  return model.init({"params": jax.random.key(0), "dropout": jax.random.key(1)},
-                    tokens, lengths, train=True)
+  return jax.jit(lambda rngs: model.init(rngs, tokens, lengths, train=True))(
+      {"params": jax.random.key(0), "dropout": jax.random.key(1)})
+
+
+@functools.cache
+def _compiled_train_logits(model):
+  """One compiled training forward per model: op by op, the LSTMs' steps took longer
+  than compiling them."""
+  return jax.jit(lambda variables, tokens, lengths, key: model.apply(
+      variables, tokens, lengths, train=True, mutable=["batch_stats"],
+      rngs={"dropout": jax.random.key(key)})[0])
 
 
 def train_logits(model, variables, tokens, lengths, key=2):
-  return model.apply(variables, tokens, lengths, train=True, mutable=["batch_stats"],
-                     rngs={"dropout": jax.random.key(key)})[0]
+  return _compiled_train_logits(model)(variables, tokens, lengths, key)
 
 
 def test_authors_dropout_is_in_both_lstms_and_only_in_training():

@@ -134,8 +134,9 @@ def test_forward_and_loss_match_numpy(norm, precise_jax):
   rng = np.random.default_rng(1)
   batch = random_batch(rng, [9, 5], [6, 3], steps=9, chars=6)
   model = small_model(norm)
-  params = perturbed(model.init(jax.random.key(0), *batch)["params"], rng)
-  outputs = model.apply({"params": params}, *batch)
+  # Jitted, as training runs it: op by op, the steps took longer.
+  params = perturbed(jax.jit(model.init)(jax.random.key(0), *batch)["params"], rng)
+  outputs = jax.jit(model.apply)({"params": params}, *batch)
   nll, points = sequence_nll(outputs, jnp.asarray(batch[0]), jnp.asarray(batch[1]), M)
   strokes, lengths, text, text_lengths = batch
   for b in range(2):
@@ -152,16 +153,18 @@ def test_padding_changes_nothing(precise_jax):
   rng = np.random.default_rng(2)
   strokes, lengths, text, text_lengths = random_batch(rng, [8, 4], [5, 2], steps=8, chars=5)
   model = small_model("ln")
-  params = perturbed(model.init(jax.random.key(0), strokes, lengths, text,
-                                text_lengths)["params"], rng)
+  params = perturbed(jax.jit(model.init)(jax.random.key(0), strokes, lengths, text,
+                                         text_lengths)["params"], rng)
   # More steps and characters, garbage in every padded slot.
   long_strokes = rng.normal(size=(2, 15, 3)).astype(np.float32)
   long_text = rng.integers(0, V, (2, 9)).astype(np.int32)
   for b in range(2):
     long_strokes[b, :lengths[b]] = strokes[b, :lengths[b]]
     long_text[b, :text_lengths[b]] = text[b, :text_lengths[b]]
-  short = model.apply({"params": params}, strokes, lengths, text, text_lengths)
-  long = model.apply({"params": params}, long_strokes, lengths, long_text, text_lengths)
+  # Jitted, as training runs it: op by op, the steps took several times as long.
+  apply = jax.jit(model.apply)
+  short = apply({"params": params}, strokes, lengths, text, text_lengths)
+  long = apply({"params": params}, long_strokes, lengths, long_text, text_lengths)
   for b in range(2):
     n = lengths[b]
     np.testing.assert_allclose(long["mixture"][b, :n], short["mixture"][b, :n], rtol=1e-5,
