@@ -159,6 +159,10 @@ def get_config(arg=None):
   c.data.word_classes = "NE"
   # cbt_books: one blank drawn per query sentence (the CBT) | every qualifying word.
   c.data.blanks_per_query = "one"
+  # cbt_books: a blank's 9 other candidates are words of its class in the passage and
+  # the query (class, the CBT) | top_up: the rest from the other word_classes there
+  # when its class offers fewer than 9.
+  c.data.candidate_pool = "class"
   c.data.passage_sentences = 4  # Cooijmans et al.'s preprocessing (0: whole passage).
   c.data.sentence_selection = "first"  # files: first | overlap (most question words).
   c.data.vocab_size = 50000  # Ids, the reserved and entity ones included.
