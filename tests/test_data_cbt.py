@@ -472,12 +472,93 @@ def test_both_word_classes_blank_names_and_nouns(tmp_path):
     assert all(c[:-1] in NOUNS for c in e.candidates)
 
 
+def top_up_examples(nouns=6, top_up=True, seed=0):
+  """The examples of 20 context sentences, the first naming 7 people and the last 4
+  Anna, Ben, Cora and ``nouns`` nouns, then a query naming Anna, the first noun and
+  "can", a noun only the query holds."""
+  context = [NAMES[3:] + ["."]] + [["it", "rained", "."]] * 15 + [
+      ["Anna", "met", "Ben", "."], ["Cora", "saw", "the", NOUNS[0], "."],
+      [w for n in NOUNS[1:4] for w in ("the", n)] + ["."],
+      [w for n in NOUNS[4:nouns] for w in ("the", n)] + ["."]]
+  query = ["then", "Anna", "shut", "the", NOUNS[0], "and", "the", "can", "."]
+  classes = {"NE": frozenset(NAMES), "CN": frozenset(NOUNS)}
+  return cloze_books.cbt_examples(context + [query], classes, np.random.default_rng(seed),
+                                  4, every_blank=True, top_up=top_up)
+
+
+def test_top_up_fills_a_short_class_from_the_other_class_of_the_passage():
+  # 3 names and 7 nouns in the 4 sentences and the query: neither class offers 9
+  # others; the 7 names of sentence 1 are outside the passage.
+  assert top_up_examples(top_up=False) == []
+  name, noun = top_up_examples()
+  names, nouns = {"Anna", "Ben", "Cora"}, {*NOUNS[:6], "can"}
+  # Anna: Ben and Cora, topped up with the 7 nouns; the cup: 6 nouns and 3 names.
+  assert name.answer == "Anna" and set(name.candidates) == names | nouns
+  assert noun.answer == NOUNS[0] and set(noun.candidates) == names | nouns
+  assert name.query[1] == cbt.BLANK and noun.query[4] == cbt.BLANK
+
+
+def test_top_up_makes_no_question_when_both_classes_fall_short():
+  # 3 names and 6 nouns: 8 others for either blank.
+  assert top_up_examples(nouns=5) == []
+
+
+def test_top_up_leaves_a_blank_with_nine_of_its_class_as_the_cbt_draws_it():
+  # Ten names in the 4 sentences: the name blanks draw from names only, and
+  # identically with and without top_up.
+  context = [["it", "rained", "."]] * 16 + [NAMES[:3] + ["."], NAMES[3:6] + ["."],
+                                            NAMES[6:] + ["."], ["the", "door", "."]]
+  query = ["then", "Anna", "came", "."]
+  classes = {"NE": frozenset(NAMES), "CN": frozenset(["door"])}
+  for seed in range(5):
+    draws = [cloze_books.cbt_examples(context + [query], classes,
+                                      np.random.default_rng(seed), 4, True, top_up)
+             for top_up in (False, True)]
+    assert draws[0] == draws[1] and len(draws[0]) == 1
+    assert set(draws[0][0].candidates) == set(NAMES)
+
+
+def test_top_up_draws_only_as_many_as_are_short():
+  # 3 names and 11 nouns: the name blank takes 6 of the 11 nouns, varying by seed,
+  # and the door blank its 10 other nouns' draw, never a name.
+  context = [["it", "rained", "."]] * 16 + [
+      ["Anna", "met", "Ben", "."], ["Cora", "saw", "the", NOUNS[0], "."],
+      [w for n in NOUNS[1:6] for w in ("the", n)] + ["."],
+      [w for n in NOUNS[6:11] for w in ("the", n)] + ["."]]
+  query = ["then", "Anna", "shut", "the", NOUNS[0], "."]
+  classes = {"NE": frozenset(NAMES), "CN": frozenset(NOUNS)}
+  drawn = set()
+  for seed in range(20):
+    name, noun = cloze_books.cbt_examples(context + [query], classes,
+                                          np.random.default_rng(seed), 4, True, True)
+    assert len(set(name.candidates) & set(NAMES)) == 3
+    assert len(set(name.candidates) & set(NOUNS)) == 7
+    assert set(noun.candidates) <= set(NOUNS[:11])
+    drawn |= set(name.candidates)
+  assert drawn == {"Anna", "Ben", "Cora", *NOUNS[:11]}
+
+
+def test_top_up_task_is_written_and_described(tmp_path):
+  write_noun_books(str(tmp_path / "data" / "books"))
+  options = {"word_classes": "NE,CN", "blanks_per_query": "every"}
+  # Each book names one character: its name blanks have no other name, so they are
+  # questions only when topped up with the window's 12 nouns (every query: 3 nouns
+  # and the name).
+  plain = data.load("cloze", noun_config(tmp_path, **options))
+  assert plain.info["num_questions"] == {"train": 180, "validation": 60, "test": 60}
+  ds = data.load("cloze", noun_config(tmp_path, candidate_pool="top_up", **options))
+  assert ds.info["num_questions"] == {"train": 240, "validation": 80, "test": 80}
+  assert "candidates topped up from the other word classes" in ds.notes
+
+
 @pytest.mark.parametrize("options, message", [
     ({"word_classes": "NE,V"}, "word_classes='NE,V'; give NE, CN or NE,CN"),
     ({"word_classes": "CN,CN"}, "word_classes='CN,CN'"),
     ({"context_sentences": 0}, r"context_sentences=0; give an integer in \[1, 20\]"),
     ({"context_sentences": 21}, "context_sentences=21"),
     ({"blanks_per_query": "all"}, "blanks_per_query='all'; give one of one, every"),
+    ({"candidate_pool": "any"}, "candidate_pool='any'; give one of class, top_up"),
+    ({"candidate_pool": "top_up"}, "word_classes='CN' names one; set"),
 ])
 def test_bad_task_options_name_the_fix(tmp_path, options, message):
   write_noun_books(str(tmp_path / "data" / "books"))

@@ -74,6 +74,12 @@ WORD_CLASSES = ("NE", "CN")
 #: cbt_books, ``data.blanks_per_query``: "one" blank drawn per query sentence, as the
 #: CBT; "every": a question for every word of the sentence that qualifies.
 BLANKS_PER_QUERY = ("one", "every")
+#: cbt_books, ``data.candidate_pool``: a blank's 9 other candidates are words of its
+#: own class from the passage and the query ("class", the CBT); "top_up": when its
+#: class offers fewer than 9 there, the rest are drawn from the words of the other
+#: classes of ``word_classes`` there (4-sentence passages seldom name 10 entities or
+#: 10 nouns: "class" keeps about a third of the blanks, "top_up" almost all).
+CANDIDATE_POOLS = ("class", "top_up")
 #: Common nouns without a tagger (:func:`common_nouns`): the words a determiner or a
 #: possessive precedes; seen at least this often, ...
 COMMON_NOUN_MIN_COUNT = 5
@@ -86,7 +92,7 @@ COMMON_NOUN_DETERMINER_SHARE = 0.3
 COMMON_NOUN_MODIFIER_SHARE = 0.2
 #: The data fields that decide the written CBT-style task.
 TASK_FIELDS = ("validation_books", "test_books", "min_entity_count", "seed",
-               "context_sentences", "word_classes", "blanks_per_query")
+               "context_sentences", "word_classes", "blanks_per_query", "candidate_pool")
 SOURCE_NOTE = "SOURCE.txt"  # Beside cbt/: what the task was built from.
 _log = logging.getLogger(__name__)
 
@@ -239,14 +245,16 @@ def load_cloze_books(config: Any, auto: bool) -> core.Dataset:
 
 def cbt_examples(sentences: Sequence[Sequence[str]], classes: Mapping[str, frozenset[str]],
                  rng: np.random.Generator, context_sentences: int = cbt.CONTEXT_LINES,
-                 every_blank: bool = False) -> list[cbt.CbtExample]:
+                 every_blank: bool = False, top_up: bool = False) -> list[cbt.CbtExample]:
   """The CBT-style examples of one book's sentences (see the module docstring).
 
   ``classes``: word class -> its words (``{"NE": entities}``); a blank's candidates
   are words of its own class. Answers and candidates come from the last
   ``context_sentences`` of the 20 context sentences (and the query), the passage
   the reader then reads. ``every_blank``: a question for every qualifying word of
-  the query, else one drawn at random."""
+  the query, else one drawn at random. ``top_up``: a blank whose class offers fewer
+  than 9 other candidates takes the rest at random from the words of the other
+  classes in the passage and the query (see CANDIDATE_POOLS)."""
   out = []
   c = cbt.CONTEXT_LINES
   for i in range(c, len(sentences)):
@@ -267,6 +275,8 @@ def cbt_examples(sentences: Sequence[Sequence[str]], classes: Mapping[str, froze
                          if w != answer]
     if not blanks:
       continue
+    if top_up:
+      _top_up(pools, classes, context[c - context_sentences:], query, rng)
     enough = [a for a in blanks if len(pools[a]) >= NUM_CANDIDATES - 1]
     if every_blank:
       chosen = enough
@@ -287,8 +297,25 @@ def cbt_examples(sentences: Sequence[Sequence[str]], classes: Mapping[str, froze
   return out
 
 
-def task_options(config: Any) -> tuple[tuple[str, ...], int, bool]:
-  """cbt_books' ``(word classes, context_sentences, every_blank)``, checked."""
+def _top_up(pools: dict[str, list[str]], classes: Mapping[str, frozenset[str]],
+            window: Sequence[Sequence[str]], query: Sequence[str],
+            rng: np.random.Generator) -> None:
+  """Fills each pool short of 9 words up to 9 with words of the other classes in
+  ``window`` and ``query``, drawn at random; a pool that cannot reach 9 stays short
+  (no question). Pools of 9 or more stay as they are, so their draws do not change."""
+  any_class = frozenset().union(*classes.values())
+  seen = list(dict.fromkeys(w for s in (*window, query) for w in s if w in any_class))
+  for answer, pool in pools.items():
+    short = NUM_CANDIDATES - 1 - len(pool)
+    if short <= 0:
+      continue
+    others = [w for w in seen if w != answer and w not in pool]
+    if len(others) >= short:
+      pool.extend(others[j] for j in sorted(rng.choice(len(others), short, replace=False)))
+
+
+def task_options(config: Any) -> tuple[tuple[str, ...], int, bool, bool]:
+  """cbt_books' ``(word classes, context_sentences, every_blank, top_up)``, checked."""
   raw = core.option(config, "word_classes", "NE")
   classes = tuple(w.strip().upper() for w in str(raw).split(","))
   if (not all(w in WORD_CLASSES for w in classes)
@@ -303,7 +330,15 @@ def task_options(config: Any) -> tuple[tuple[str, ...], int, bool]:
   if blanks not in BLANKS_PER_QUERY:
     raise ConfigError(f"cbt_books: blanks_per_query={blanks!r}; give one of "
                       f"{', '.join(BLANKS_PER_QUERY)} (--config.data.blanks_per_query=every).")
-  return classes, context, blanks == "every"
+  pool = core.option(config, "candidate_pool", "class")
+  if pool not in CANDIDATE_POOLS:
+    raise ConfigError(f"cbt_books: candidate_pool={pool!r}; give one of "
+                      f"{', '.join(CANDIDATE_POOLS)} (--config.data.candidate_pool=top_up).")
+  if pool == "top_up" and len(classes) < 2:
+    raise ConfigError(f"cbt_books: candidate_pool=top_up draws from the other word "
+                      f"classes, but word_classes={raw!r} names one; set "
+                      "--config.data.word_classes=NE,CN or candidate_pool=class.")
+  return classes, context, blanks == "every", pool == "top_up"
 
 
 def word_type_tag(classes: Sequence[str]) -> str:
@@ -314,7 +349,7 @@ def word_type_tag(classes: Sequence[str]) -> str:
 def cbt_splits(corpus: Sequence[books.Book], config: Any):
   """cbt_books: split name -> CbtExamples, and a description of the corpus."""
   seed = core.option(config, "seed", 0)
-  names, context, every_blank = task_options(config)
+  names, context, every_blank, top_up = task_options(config)
   sentences, entities, parts = _corpus_parts(corpus, config)
   classes = {"NE": entities}
   if "CN" in names:
@@ -324,7 +359,7 @@ def cbt_splits(corpus: Sequence[books.Book], config: Any):
   splits = {split: [e for b in chosen
                     for e in cbt_examples(sentences[b.name], classes,
                                           np.random.default_rng([seed, index[b.name], 20]),
-                                          context, every_blank)]
+                                          context, every_blank, top_up)]
             for split, chosen in parts.items()}
   described = _describe_corpus(corpus, entities, parts)
   if "CN" in names:
@@ -343,7 +378,7 @@ def write_task(corpus: Sequence[books.Book], config: Any, folder: str) -> str:
   """Writes the task's three files into ``<folder>/cbt/``; returns the description
   of the corpus."""
   splits, described = cbt_splits(corpus, config)
-  names, context, every_blank = task_options(config)
+  names, context, every_blank, top_up = task_options(config)
   os.makedirs(os.path.join(folder, cbt.NAME))
   counts = {s: len(e) for s, e in splits.items()}
   files = file_names(counts, word_type_tag(names))
@@ -356,6 +391,9 @@ def write_task(corpus: Sequence[books.Book], config: Any, folder: str) -> str:
     how.append(f"answers and candidates from the last {context} context sentences")
   if every_blank:
     how.append("a question for every qualifying word of a query")
+  if top_up:
+    how.append("candidates topped up from the other word classes when the answer's "
+               "class offers fewer than 9 others")
   with open(os.path.join(folder, SOURCE_NOTE), "w", encoding="utf-8") as f:
     f.write(f"CBT-style {what} questions built by lnorm.data.cloze.books from "
             f"{described}{''.join('; ' + h for h in how)}\n")
