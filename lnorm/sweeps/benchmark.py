@@ -23,6 +23,7 @@ several machines.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import json
 import math
@@ -33,6 +34,7 @@ import sys
 from typing import Any, Iterable, Sequence
 
 from lnorm import config as config_lib
+from lnorm.errors import ConfigError
 from lnorm.analysis import claims
 from lnorm.analysis import compare
 from lnorm.analysis import generated_block
@@ -42,6 +44,7 @@ from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import preemption
 from lnorm.sweeps import runner
 from lnorm.sweeps.space import SweepSpace
+from lnorm.training import defaults
 from lnorm.training.defaults import has_diverged
 from lnorm.training.run_files import BLN_SEARCH_FILE, CONFIG_FILE, METRICS_FILE
 
@@ -95,6 +98,12 @@ class Plan:
             "wandb.group": self.experiment.name,
             "benchmark_hash": suite.member_hash(self.experiment, self.scale, member.variant),
             **extra}
+
+  def member_config(self, member: suite.Member) -> dict[str, Any]:
+    """The flat config ``member``'s command (``--print-commands``) runs now, as its
+    record's config.json would hold it."""
+    _, configs = self.prepare([member], {})
+    return json.loads(json.dumps(config_lib.to_flat_dict(configs[member.name]), default=str))
 
   def sweep_name(self, group: str) -> str:
     return f"{self.experiment.name}/{group}"
@@ -188,16 +197,57 @@ def is_over(workdir: str, config) -> bool:
 def has_records(path: str, config) -> bool:
   """True when the records in ``path`` (``Plan.record_dir``) cover the whole run
   ``config`` asks for, under the suite's setting and rule now. A record made under
-  another (its ``benchmark_hash`` differs) does not count: the member runs again and its
-  new record replaces the old one, which the report would refuse to judge anyway."""
+  another (its ``benchmark_hash`` differs, or its config does: :func:`config_drift`)
+  does not count: the member runs again and its new record replaces the old one, which
+  the report would refuse to judge anyway."""
   config_path = os.path.join(path, CONFIG_FILE)
   if not os.path.exists(config_path):
     return False
   with open(config_path) as f:
-    made_under = json.load(f).get("config", {}).get("benchmark_hash", "")
-  if made_under != config.get("benchmark_hash", ""):
+    recorded = json.load(f).get("config", {})
+  if recorded.get("benchmark_hash", "") != config.get("benchmark_hash", ""):
     return False
-  return is_over(path, config)
+  now = json.loads(json.dumps(config_lib.to_flat_dict(config), default=str))
+  return not config_drift(recorded, now) and is_over(path, config)
+
+
+#: Fields a record may hold other values of than its member's command gives now and
+#: still be a run of that command: where the data and logs went, not what ran. (Found by
+#: comparing fresh records with their rebuilt configs: the training loop fills in no
+#: field; only the command's wandb.name differs.)
+PER_RUN_FIELDS = (
+    "wandb.",  # wandb.name is the sweep's member; mode, entity and tags are the user's.
+    "data.data_dir",  # Where a machine keeps the data; records say $LNORM_DATA_DIR.
+    "data.cache_dir",  # Where a machine caches decoded data.
+    "benchmark_hash",  # Compared first, by itself: a record under another hash is stale.
+)
+#: A field lnorm gained after a record was made is absent from it; the convention is
+#: that its default keeps the old behaviour, so at that default it is no drift.
+_ABSENT = "<absent>"
+
+
+@functools.lru_cache(maxsize=1)
+def _lnorm_defaults() -> dict[str, Any]:
+  """Every field lnorm's base config and normalizers give a default, flat."""
+  base = defaults.base_config()
+  base.norm_options = defaults.norm_options()
+  return json.loads(json.dumps(config_lib.to_flat_dict(base), default=str))
+
+
+def config_drift(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
+  """How the flat config a record ran (``recorded``) differs from the one its member's
+  command gives ``now`` (both as config.json holds them), PER_RUN_FIELDS aside: one
+  ``field: old -> new`` per field, sorted; empty when the record is of that command."""
+  differences = []
+  for key in sorted(set(recorded) | set(now)):
+    if any(key == f or (f.endswith(".") and key.startswith(f)) for f in PER_RUN_FIELDS):
+      continue
+    old, new = recorded.get(key, _ABSENT), now.get(key, _ABSENT)
+    if old == _ABSENT and key in _lnorm_defaults() and new == _lnorm_defaults()[key]:
+      continue
+    if old != new:
+      differences.append(f"{key}: {old} -> {new}")
+  return differences
 
 
 def _portable(value: Any, data_dir: str | None, cache_dir: str | None = None) -> Any:
@@ -410,6 +460,9 @@ class Report:
   own_records: tuple[str, ...] = ()
   #: experiment -> the run folders the table and verdicts were computed from.
   judged: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+  #: experiment -> the refused members whose hash is current but whose config is not
+  #: their command's now -> how it differs (``config_drift``).
+  drift: dict[str, dict[str, list[str]]] = dataclasses.field(default_factory=dict)
 
   def markdown(self) -> str:
     lines = [f"Generated from the records under `results/{self.scale}/`"
@@ -465,8 +518,28 @@ class Report:
     if refused:
       lines.append("Records made under another rule or setting (rerun them: delete their "
                    "records and run `lnorm benchmark` again): " + "; ".join(
-                       f"{e}: {_members_text(self.refused[e])}" for e in refused) + ".")
+                       f"{e}: {_members_text(self.refused[e])}{self._drift_text(e)}"
+                       for e in refused) + ".")
     return "\n".join(lines) + "\n"
+
+
+  def _drift_text(self, experiment: str) -> str:
+    """`` (config now differs: a: x -> y, ...)``: the first fields in which the
+    experiment's drifted records differ from their commands' configs now."""
+    fields: dict[str, str] = {}  # field -> its first record's difference.
+    for differences in self.drift.get(experiment, {}).values():
+      for d in differences:
+        fields.setdefault(d.partition(": ")[0], d)
+    if not fields:
+      return ""
+    shown = list(fields.values())[:DRIFT_FIELDS_SHOWN]
+    more = len(fields) - len(shown)
+    return (f" (config now differs: {', '.join(shown)}"
+            + (f" and {more} more field{'s' if more > 1 else ''}" if more else "") + ")")
+
+
+#: How many differing fields the report names per experiment of drifted records.
+DRIFT_FIELDS_SHOWN = 3
 
 
 def _effect(c: suite.Claim) -> str:
@@ -500,22 +573,36 @@ def _variant_key(variant, keys) -> tuple:
 
 
 def under_rule(runs: Sequence[runs_lib.Run], experiment: suite.Experiment,
-               scale: str) -> tuple[list, list[str]]:
-  """The runs of ``experiment`` whose hash is the one the suite gives their variant
-  now, and the names of those made under another rule or setting."""
+               scale: str) -> tuple[list, dict[str, list[str]]]:
+  """The runs of ``experiment`` made under the suite's rule and setting now, and the
+  names of the others (stale) with how their config differs from their command's now
+  (:func:`config_drift`; empty where their hash already differs). A stale record is
+  one whose hash is not the one the suite gives its variant now, or whose config is not
+  the one its member's command runs now: a config file's defaults changed since."""
   variants = experiment.scales[scale].variants
   keys = [k for k in suite.VARIANT_NAME_KEYS if any(k in v for v in variants)]
-  expected = {_variant_key(v, keys): suite.member_hash(experiment, scale, v)
-              for v in variants}
-  kept, refused = [], []
+  by_key = {_variant_key(v, keys): v for v in variants}
+  plan = Plan(experiment, experiment.scales[scale], [], "", scale)
+  kept, stale = [], {}
   for r in runs:
     if r.config.get("experiment") != experiment.name:
       continue
-    if r.config.get("benchmark_hash") == expected.get(_variant_key(r.config, keys)):
-      kept.append(r)
+    variant = by_key.get(_variant_key(r.config, keys))
+    if variant is None or (r.config.get("benchmark_hash")
+                           != suite.member_hash(experiment, scale, variant)):
+      stale[os.path.basename(r.path)] = []
+      continue
+    member = suite.Member(experiment.name, variant, str(r.config.get("norm")),
+                          int(r.config.get("seed", 0)))
+    try:
+      drift = config_drift(r.config, plan.member_config(member))
+    except ConfigError as e:  # The command no longer runs: nothing reproduces the record.
+      drift = [f"its command fails ({e})"]
+    if drift:
+      stale[os.path.basename(r.path)] = drift
     else:
-      refused.append(os.path.basename(r.path))
-  return kept, refused
+      kept.append(r)
+  return kept, stale
 
 
 def _outside_setting(claim: suite.Claim, setting: suite.Setting) -> str | None:
@@ -542,9 +629,11 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
                     if r.config.get("experiment") in order
                     and (seeds is None or r.config.get("seed") in seeds)),
                    key=lambda r: order[r.config["experiment"]])  # The suite's order.
-  rows, results, refused, judged = [], [], {}, {}
+  rows, results, refused, drift, judged = [], [], {}, {}, {}
   for p in plans_:
-    kept, refused[p.experiment.name] = under_rule(found, p.experiment, p.scale)
+    kept, stale = under_rule(found, p.experiment, p.scale)
+    refused[p.experiment.name] = list(stale)
+    drift[p.experiment.name] = {name: d for name, d in stale.items() if d}
     if ignore_rule:
       kept = [r for r in found if r.config.get("experiment") == p.experiment.name]
     judged[p.experiment.name] = [r.path for r in kept]
@@ -555,7 +644,8 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
         ev = claims.Evidence(c, p.experiment.metric, rule.NOT_RUN, (
             f"the {p.scale} setting does not run {outside}; "
             f"{'`--scale paper`' if p.scale != 'paper' else 'another setting'} does"))
-      elif refused[p.experiment.name] and not ignore_rule and _touches(c, found, p):
+      elif (refused[p.experiment.name] and not ignore_rule
+            and _touches(c, found, p, refused[p.experiment.name])):
         ev = claims.Evidence(c, p.experiment.metric, rule.REFUSED, (
             "records made under another rule or setting: rerun "
             + _members_text(refused[p.experiment.name])))
@@ -577,13 +667,15 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
                 {p.experiment.name: len(p.members) for p in plans_}, seconds,
                 {} if ignore_rule else refused, ignore_rule,
                 None if seeds is None else tuple(seeds),
-                tuple(r for r in roots if r != records), judged)
+                tuple(r for r in roots if r != records), judged, {} if ignore_rule else drift)
 
 
-def _touches(c: suite.Claim, runs: Sequence[runs_lib.Run], plan: Plan) -> bool:
-  """Whether a refused record belongs to one of the claim's sides."""
-  refused = set(under_rule(runs, plan.experiment, plan.scale)[1])
-  return any(os.path.basename(r.path) in refused
+def _touches(c: suite.Claim, runs: Sequence[runs_lib.Run], plan: Plan,
+             refused: Sequence[str]) -> bool:
+  """Whether a refused record (one of ``refused``, by name) belongs to one of the
+  claim's sides."""
+  return any(r.config.get("experiment") == plan.experiment.name
+             and os.path.basename(r.path) in refused
              and compare.matches(r.config, c.where)
              and str(r.config.get(c.field)) in (c.norm, c.against) for r in runs)
 
