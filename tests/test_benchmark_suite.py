@@ -227,6 +227,64 @@ def test_the_report_rebuilds_from_records_alone(half_finished, tmp_path):
   assert "the evaluation grid's resolution" in v.verdict.why
 
 
+def _edit_record(records, name, edit):
+  """Applies ``edit`` to the ``config`` section of ``name``'s committed config.json."""
+  path = os.path.join(records, "perm_mnist", name, "config.json")
+  with open(path) as f:
+    record = json.load(f)
+  edit(record["config"])
+  with open(path, "w") as f:
+    json.dump(record, f)
+
+
+def test_a_record_whose_config_drifted_is_stale_and_named_with_its_fields(half_finished):
+  plan, records, _, _ = half_finished
+  bench.run(plan, records, {})
+  # Made when the config file said tanh; its command runs relu now (the same hash).
+  _edit_record(records, "norm=ln,seed=1", lambda c: c.update(activation="tanh"))
+  # Four fields off, one of them a field the record lacks that is not at lnorm's default.
+  _edit_record(records, "norm=none,seed=2", lambda c: (
+      c.update({"hidden_sizes": [16], "data.validation_size": 100, "eval_batch_size": 64}),
+      c.pop("steps_per_call")))
+  report = bench.build_report([plan], records, "cpu")
+  assert report.refused == {"perm_mnist": ["norm=ln,seed=1", "norm=none,seed=2"]}
+  assert report.drift["perm_mnist"] == {
+      "norm=ln,seed=1": ["activation: tanh -> relu"],
+      "norm=none,seed=2": ["data.validation_size: 100 -> 5000", "eval_batch_size: 64 -> 500",
+                           "hidden_sizes: [16] -> [32, 32]", "steps_per_call: <absent> -> 2"]}
+  assert sorted(os.path.basename(p) for p in report.judged["perm_mnist"]) == [
+      "norm=ln,seed=0", "norm=ln,seed=2", "norm=none,seed=0", "norm=none,seed=1"]
+  assert ("Records made under another rule or setting (rerun them: delete their records and "
+          "run `lnorm benchmark` again): perm_mnist: norm=ln,seed=1, norm=none,seed=2 (config "
+          "now differs: activation: tanh -> relu, data.validation_size: 100 -> 5000, "
+          "eval_batch_size: 64 -> 500 and 2 more fields).") in report.markdown()
+  (v,) = report.verdicts
+  assert v.evidence.verdict == bench.rule.REFUSED
+  # Their records do not count as finished, as those under another hash do not.
+  _, configs = plan.prepare_all({})
+  assert [m.name for m in plan.members if not bench.has_records(
+      plan.record_dir(records, m), configs[m.name])] == ["norm=ln,seed=1", "norm=none,seed=2"]
+
+
+def test_per_run_fields_and_fields_lnorm_gained_at_their_default_are_no_drift(half_finished):
+  plan, records, _, _ = half_finished
+  bench.run(plan, records, {})
+
+  def per_run(c):
+    c.update({"wandb.name": "perm_mnist/norm=ln/seed=1", "wandb.mode": "online",
+              "data.data_dir": "$LNORM_DATA_DIR", "data.cache_dir": "/tmp/cache"})
+    # Fields lnorm gained after the record was made, at their defaults.
+    del c["optimizer.warmup_steps"], c["norm_options.scalenorm.scale_init"]
+
+  _edit_record(records, "norm=ln,seed=1", per_run)
+  report = bench.build_report([plan], records, "cpu")
+  assert report.refused == {"perm_mnist": []} and report.drift == {"perm_mnist": {}}
+  assert len(report.judged["perm_mnist"]) == 6
+  _, configs = plan.prepare_all({})
+  assert all(bench.has_records(plan.record_dir(records, m), configs[m.name])
+             for m in plan.members)
+
+
 def test_large_metrics_are_committed_gzipped_and_read_back(tmp_path, monkeypatch):
   monkeypatch.setattr(bench, "GZIP_ABOVE_BYTES", 10)
   run = tmp_path / "run"
