@@ -53,6 +53,16 @@ def write_run(root, norm, seed, values, steps=STEPS, experiment="toy", trivial=N
   return path
 
 
+def perm_mnist_config(norm, seed, **changed):
+  """The fields beside ``write_run``'s own of perm_mnist's config at batch 4 as its
+  command runs it now, the suite's hash included, with ``changed``: a record of
+  another config is stale (config drift)."""
+  e = suite.BY_NAME["perm_mnist"]
+  (b4,) = e.scales["cpu"].variants
+  config = {**bench.command_config(e, "cpu", b4, norm, seed), **changed}
+  return {k: v for k, v in config.items() if k not in ("experiment", "norm", "seed")}
+
+
 def decay(scale, seed, steps=STEPS, noise=0.0, floor=0.1):
   """An error curve falling from 1 towards ``floor`` with time constant ``scale``."""
   rng = np.random.default_rng(seed)
@@ -320,7 +330,7 @@ def test_an_experiment_runs_the_seeds_its_neediest_claim_plans_from_its_pilot(
   for s in (0, 1, 2, 3, 4, 9):  # Seed 9 is no part of the pilot.
     for norm in ("none", "ln", "bn"):
       write_run(records / "perm_mnist", norm, s, decay(200, s), experiment="perm_mnist",
-                batch_size=4, benchmark_hash=good)
+                **perm_mnist_config(norm, s, benchmark_hash=good))
   seen = []
   monkeypatch.setattr(claims, "planned_seeds",
                       lambda ev, pilot: seen.append(ev.seeds) or {"perm_mnist_ln_vs_bn_b4": 7,
@@ -503,8 +513,8 @@ def test_records_made_under_another_rule_are_refused_by_name(tmp_path):
   for s in range(3):
     for norm in ("none", "ln", "bn"):
       write_run(records / "perm_mnist", norm, s, decay(200 if norm == "none" else 100, s),
-                experiment="perm_mnist", batch_size=4,
-                benchmark_hash="0000000000000000" if (norm, s) == ("ln", 2) else good)
+                experiment="perm_mnist", **perm_mnist_config(norm, s, benchmark_hash="0000000000000000"
+                                    if (norm, s) == ("ln", 2) else good))
   (plan,) = bench.plans([e], "cpu", str(tmp_path / "w"), ["none", "ln", "bn"], [0, 1, 2])
   report = bench.build_report([plan], str(records), "cpu")
   # Batch 4's claims are refused; batch 128's (a GPU's) have no runs.

@@ -176,9 +176,10 @@ def test_benchmark_figures_draw_each_experiment_with_records(three_seeds, tmp_pa
     with open(os.path.join(path, "config.json")) as f:
       record = json.load(f)
     experiment = suite.BY_NAME["perm_mnist"]
-    record["config"]["benchmark_hash"] = suite.member_hash(
-        experiment, "cpu", experiment.scales["cpu"].variants[0])
-    record["config"]["batch_size"] = 4
+    # The config its command runs now, the hash included: another would be stale.
+    record["config"] = bench.command_config(
+        experiment, "cpu", experiment.scales["cpu"].variants[0], record["config"]["norm"],
+        record["config"]["seed"])
     with open(os.path.join(path, "config.json"), "w") as f:
       json.dump(record, f)
     with open(os.path.join(path, "metrics.jsonl")) as f:

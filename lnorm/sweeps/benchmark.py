@@ -34,12 +34,12 @@ import sys
 from typing import Any, Iterable, Sequence
 
 from lnorm import config as config_lib
-from lnorm.errors import ConfigError
 from lnorm.analysis import claims
 from lnorm.analysis import compare
 from lnorm.analysis import generated_block
 from lnorm.analysis import rule
 from lnorm.analysis import runs as runs_lib
+from lnorm.errors import ConfigError
 from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import preemption
 from lnorm.sweeps import runner
@@ -98,12 +98,6 @@ class Plan:
             "wandb.group": self.experiment.name,
             "benchmark_hash": suite.member_hash(self.experiment, self.scale, member.variant),
             **extra}
-
-  def member_config(self, member: suite.Member) -> dict[str, Any]:
-    """The flat config ``member``'s command (``--print-commands``) runs now, as its
-    record's config.json would hold it."""
-    _, configs = self.prepare([member], {})
-    return json.loads(json.dumps(config_lib.to_flat_dict(configs[member.name]), default=str))
 
   def sweep_name(self, group: str) -> str:
     return f"{self.experiment.name}/{group}"
@@ -207,8 +201,22 @@ def has_records(path: str, config) -> bool:
     recorded = json.load(f).get("config", {})
   if recorded.get("benchmark_hash", "") != config.get("benchmark_hash", ""):
     return False
-  now = json.loads(json.dumps(config_lib.to_flat_dict(config), default=str))
-  return not config_drift(recorded, now) and is_over(path, config)
+  return not config_drift(recorded, as_recorded(config)) and is_over(path, config)
+
+
+def command_config(experiment: suite.Experiment, scale: str, variant: dict[str, str],
+                   norm: str, seed: int) -> dict[str, Any]:
+  """The flat config that member's command (``--print-commands``) runs now, as its
+  record's config.json would hold it."""
+  member = suite.Member(experiment.name, variant, norm, seed)
+  plan = Plan(experiment, experiment.scales[scale], [member], "", scale)
+  _, configs = plan.prepare([member], {})
+  return as_recorded(configs[member.name])
+
+
+def as_recorded(config) -> dict[str, Any]:
+  """``config`` flat, its values as config.json holds them (``write_run_record``)."""
+  return json.loads(json.dumps(config_lib.to_flat_dict(config), default=str))
 
 
 #: Fields a record may hold other values of than its member's command gives now and
@@ -221,8 +229,6 @@ PER_RUN_FIELDS = (
     "data.cache_dir",  # Where a machine caches decoded data.
     "benchmark_hash",  # Compared first, by itself: a record under another hash is stale.
 )
-#: A field lnorm gained after a record was made is absent from it; the convention is
-#: that its default keeps the old behaviour, so at that default it is no drift.
 _ABSENT = "<absent>"
 
 
@@ -231,7 +237,7 @@ def _lnorm_defaults() -> dict[str, Any]:
   """Every field lnorm's base config and normalizers give a default, flat."""
   base = defaults.base_config()
   base.norm_options = defaults.norm_options()
-  return json.loads(json.dumps(config_lib.to_flat_dict(base), default=str))
+  return as_recorded(base)
 
 
 def config_drift(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
@@ -243,6 +249,9 @@ def config_drift(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
     if any(key == f or (f.endswith(".") and key.startswith(f)) for f in PER_RUN_FIELDS):
       continue
     old, new = recorded.get(key, _ABSENT), now.get(key, _ABSENT)
+    # A field lnorm gained after the record was made is absent from it; a new field's
+    # default keeps the old behaviour (lnorm's convention), so at that default it is
+    # no drift. A field a config file gained (data.candidate_pool) is.
     if old == _ABSENT and key in _lnorm_defaults() and new == _lnorm_defaults()[key]:
       continue
     if old != new:
@@ -522,7 +531,6 @@ class Report:
                        for e in refused) + ".")
     return "\n".join(lines) + "\n"
 
-
   def _drift_text(self, experiment: str) -> str:
     """`` (config now differs: a: x -> y, ...)``: the first fields in which the
     experiment's drifted records differ from their commands' configs now."""
@@ -582,7 +590,6 @@ def under_rule(runs: Sequence[runs_lib.Run], experiment: suite.Experiment,
   variants = experiment.scales[scale].variants
   keys = [k for k in suite.VARIANT_NAME_KEYS if any(k in v for v in variants)]
   by_key = {_variant_key(v, keys): v for v in variants}
-  plan = Plan(experiment, experiment.scales[scale], [], "", scale)
   kept, stale = [], {}
   for r in runs:
     if r.config.get("experiment") != experiment.name:
@@ -592,10 +599,9 @@ def under_rule(runs: Sequence[runs_lib.Run], experiment: suite.Experiment,
                            != suite.member_hash(experiment, scale, variant)):
       stale[os.path.basename(r.path)] = []
       continue
-    member = suite.Member(experiment.name, variant, str(r.config.get("norm")),
-                          int(r.config.get("seed", 0)))
     try:
-      drift = config_drift(r.config, plan.member_config(member))
+      drift = config_drift(r.config, command_config(
+          experiment, scale, variant, str(r.config.get("norm")), int(r.config.get("seed", 0))))
     except ConfigError as e:  # The command no longer runs: nothing reproduces the record.
       drift = [f"its command fails ({e})"]
     if drift:
