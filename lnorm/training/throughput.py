@@ -205,6 +205,23 @@ def _step_runner(task: Task, model, config: ml_collections.ConfigDict, batch) ->
   return run
 
 
+def round_robin(steps_by_name: Mapping[str, Callable[[], Any]],
+                rounds: int) -> dict[str, tuple[float, float]]:
+  """name -> (median wall, median CPU seconds) of a call, the calls interleaved one of
+  each per round, so that a shared machine's load falls on every contender alike.
+  Each callable takes one step and waits for it (``_step_runner``)."""
+  wall = {name: [] for name in steps_by_name}
+  cpu = {name: [] for name in steps_by_name}
+  for _ in range(rounds):
+    for name, step in steps_by_name.items():
+      start_wall, start_cpu = time.perf_counter(), time.process_time()
+      step()
+      wall[name].append(time.perf_counter() - start_wall)
+      cpu[name].append(time.process_time() - start_cpu)
+  return {name: (statistics.median(wall[name]), statistics.median(cpu[name]))
+          for name in steps_by_name}
+
+
 def compare_scan(config: ml_collections.ConfigDict, steps: int = 5) -> dict[str, Any]:
   """Median wall seconds of the train step with its recurrences fused and scanned,
   timed in alternation (one of each per round) so that a shared machine's load falls
@@ -214,13 +231,8 @@ def compare_scan(config: ml_collections.ConfigDict, steps: int = 5) -> dict[str,
   fused = _step_runner(run.task, run.model, config, batch)
   with scanned_recurrences():
     scanned = _step_runner(run.task, run.task.build_model(run.dataset), config, batch)
-  times = {"fused": [], "scanned": []}
-  for _ in range(steps):
-    for name, run in (("fused", fused), ("scanned", scanned)):
-      start = time.perf_counter()
-      run()
-      times[name].append(time.perf_counter() - start)
-  medians = {name: statistics.median(t) for name, t in times.items()}
+  medians = {name: wall for name, (wall, _) in
+             round_robin({"fused": fused, "scanned": scanned}, steps).items()}
   return {"experiment": config.experiment, "norm": config.get("norm"),
           "step_seconds_wall_median": medians,
           "fused_over_scanned": medians["fused"] / medians["scanned"]}
@@ -237,30 +249,19 @@ def compare_norms(config: ml_collections.ConfigDict, norms: Sequence[str],
   """
   runners, batch = {}, None
   for norm in norms:
-    variant = ml_collections.ConfigDict(config.to_dict())
+    variant = config.copy_and_resolve_references()
     variant.norm = norm
     run = assembly.assemble(variant)
     if batch is None:
       batch = jax.tree.map(jnp.asarray,
                            training_batches(variant, run.train_arrays, None)[0])
     runners[norm] = _step_runner(run.task, run.model, variant, batch)
-  wall = {norm: [] for norm in norms}
-  cpu = {norm: [] for norm in norms}
-  for _ in range(steps):
-    for norm, step in runners.items():
-      start_wall, start_cpu = time.perf_counter(), time.process_time()
-      step()
-      wall[norm].append(time.perf_counter() - start_wall)
-      cpu[norm].append(time.process_time() - start_cpu)
-  baseline = norms[0]
-  rows = []
-  for norm in norms:
-    median_wall, median_cpu = statistics.median(wall[norm]), statistics.median(cpu[norm])
-    rows.append({"norm": norm, "step_seconds_wall_median": median_wall,
-                 "step_seconds_cpu_median": median_cpu,
-                 "wall_over_baseline": median_wall / statistics.median(wall[baseline]),
-                 "cpu_over_baseline": median_cpu / statistics.median(cpu[baseline])})
-  return {"experiment": config.experiment, "baseline": baseline, "rounds": steps,
+  medians = round_robin(runners, steps)
+  base_wall, base_cpu = medians[norms[0]]
+  rows = [{"norm": norm, "step_seconds_wall_median": wall, "step_seconds_cpu_median": cpu,
+           "wall_over_baseline": wall / base_wall, "cpu_over_baseline": cpu / base_cpu}
+          for norm, (wall, cpu) in medians.items()]
+  return {"experiment": config.experiment, "baseline": norms[0], "rounds": steps,
           "batch_size": config.batch_size,
           "shapes": {k: list(v.shape) for k, v in batch.items()}, "rows": rows}
 
