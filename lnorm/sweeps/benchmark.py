@@ -576,10 +576,6 @@ def _members_text(names: Sequence[str]) -> str:
   return f"{len(names)} members" if len(names) > 6 else ", ".join(names)
 
 
-def _variant_key(variant, keys) -> tuple:
-  return tuple((k, str(variant.get(k))) for k in keys)
-
-
 def under_rule(runs: Sequence[runs_lib.Run], experiment: suite.Experiment,
                scale: str) -> tuple[list, dict[str, list[str]]]:
   """The runs of ``experiment`` made under the suite's rule and setting now, and the
@@ -588,13 +584,12 @@ def under_rule(runs: Sequence[runs_lib.Run], experiment: suite.Experiment,
   one whose hash is not the one the suite gives its variant now, or whose config is not
   the one its member's command runs now: a config file's defaults changed since."""
   variants = experiment.scales[scale].variants
-  keys = [k for k in suite.VARIANT_NAME_KEYS if any(k in v for v in variants)]
-  by_key = {_variant_key(v, keys): v for v in variants}
   kept, stale = [], {}
   for r in runs:
     if r.config.get("experiment") != experiment.name:
       continue
-    variant = by_key.get(_variant_key(r.config, keys))
+    index = suite.variant_index(r.config, variants)
+    variant = None if index is None else variants[index]
     if variant is None or (r.config.get("benchmark_hash")
                            != suite.member_hash(experiment, scale, variant)):
       stale[os.path.basename(r.path)] = []
@@ -616,8 +611,10 @@ def _outside_setting(claim: suite.Claim, setting: suite.Setting) -> str | None:
   batch 128 at the CPU scale), else None: such a claim waits for another scale, not
   for more runs."""
   for field, value in claim.where.items():
-    values = {str(v[field]) for v in setting.variants if field in v}
-    if values and str(value) not in values:
+    if any(field not in v for v in setting.variants):
+      continue  # A variant runs the config's default, which may be the value.
+    values = {str(v[field]) for v in setting.variants}
+    if str(value) not in values:
       return f"{field}={value}"
   return None
 
@@ -690,15 +687,22 @@ def _headline(plan: Plan, runs: Sequence[runs_lib.Run]) -> list[claims.Row]:
   """One row per normalizer of each variant, the suite's order first."""
   finished = claims.finished_runs(runs, plan.experiment.name)
   rows = []
-  for variant in plan.setting.variants:
+  variants = plan.setting.variants
+  by_variant = [[r for r in finished if suite.variant_index(r.config, variants) == i]
+                for i in range(len(variants))]
+  reference = plan.experiment.reference
+  # A variant that runs some normalizers only (the reader's LN at gain 0.1) is
+  # compared with the default variant's baseline, as its claims are.
+  default = next((i for i, v in enumerate(variants) if not v), None)
+  for variant, here in zip(variants, by_variant):
     where = {k: v for k, v in variant.items() if k in suite.VARIANT_NAME_KEYS}
-    here = [r for r in finished if compare.matches(r.config, where)]
     if not here:
       continue
-    reference = plan.experiment.reference
     order = [reference] + [n for n in plan.experiment.norms if n != reference]
     order += sorted({str(r.config.get("norm")) for r in here} - set(order))
     baseline = claims.side_runs(here, {}, "norm", reference)
+    if not baseline and default is not None:
+      baseline = claims.side_runs(by_variant[default], {}, "norm", reference)
     context = ",".join(f"{k}={v}" for k, v in where.items())
     for norm in order:
       members = claims.side_runs(here, {}, "norm", norm)

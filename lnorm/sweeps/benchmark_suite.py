@@ -52,7 +52,24 @@ def member_hash(experiment: Experiment, scale: str, variant: Mapping[str, str]) 
 
 
 #: The variant fields that name a member; the others go with them (steps_per_call).
-VARIANT_NAME_KEYS = ("batch_size", "placement", "optimizer.warmup_steps")
+VARIANT_NAME_KEYS = ("batch_size", "placement", "optimizer.warmup_steps",
+                     "norm_options.ln.scale_init")
+
+
+def variant_index(config: Mapping[str, object],
+                  variants: Sequence[Mapping[str, str]]) -> int | None:
+  """The variant a record's (flat) config was run in: of the variants whose naming
+  fields all equal the config's, the one that sets the most (a variant that leaves a
+  field unset runs the config's default, so the attentive reader's ``{}`` and its
+  ``norm_options.ln.scale_init=0.1`` both match a gain-0.1 run, and the second is its
+  variant); None when none matches."""
+  best, best_keys = None, -1
+  for index, variant in enumerate(variants):
+    named = [k for k in variant if k in VARIANT_NAME_KEYS]
+    if (all(str(config.get(k)).lower() == str(variant[k]).lower() for k in named)
+        and len(named) > best_keys):
+      best, best_keys = index, len(named)
+  return best
 
 
 @dataclasses.dataclass(frozen=True)
