@@ -578,3 +578,46 @@ def test_records_name_the_data_directory_wherever_it_appears():
       "data": {"location": "$LNORM_DATA_DIR/mnist", "notes": "MNIST at $LNORM_DATA_DIR/mnist",
                "other": "/srv/data2/x", "list": ["$LNORM_DATA_DIR"]}}
   assert bench._portable(record, None) == record  # pylint: disable=protected-access
+
+
+def test_a_variant_may_leave_a_field_at_the_configs_default(tmp_path, monkeypatch):
+  # As the reader runs LN at gain 0.1 beside its {} variant: a record's variant is the
+  # most specific one its config matches, and the LN-only variant's row is read
+  # against the default variant's baseline.
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  monkeypatch.setattr(runner, "_run_member", _fake_train([]))
+  setting = dataclasses.replace(TOY.scales["cpu"], variants=({}, {"batch_size": "7"}),
+                                variant_norms=(("none", "ln"), ("ln",)))
+  toy = dataclasses.replace(TOY, scales={"cpu": setting})
+  (plan,) = bench.plans([toy], "cpu", str(tmp_path / "runs"))
+  assert [m.name for m in plan.members][:3] == ["norm=none,seed=0", "norm=ln,seed=0",
+                                                "batch_size=7,norm=ln,seed=0"]
+  records = str(tmp_path / "results")
+  assert bench.run(plan, records, {}) == []
+  report = bench.build_report([plan], records, "cpu")
+  assert report.refused == {"perm_mnist": []} and len(report.judged["perm_mnist"]) == 9
+  rows = [(r.context, r.norm, r.runs, r.speed is not None) for r in report.rows]
+  assert rows == [("", "none", 3, True), ("", "ln", 3, True), ("batch_size=7", "ln", 3, True)]
+
+
+def test_variant_index_prefers_the_variant_that_names_more_fields():
+  variants = ({}, {"norm_options.ln.scale_init": "0.1"}, {"batch_size": "4"})
+  assert suite.variant_index({"norm_options.ln.scale_init": 1.0}, variants) == 0
+  assert suite.variant_index({"norm_options.ln.scale_init": 0.1}, variants) == 1
+  assert suite.variant_index({"batch_size": 4, "norm_options.ln.scale_init": 1.0},
+                             variants) == 2
+  assert suite.variant_index({"batch_size": 4}, variants[1:]) == 1
+  assert suite.variant_index({"batch_size": 5}, variants[1:]) is None
+
+
+def test_the_readers_claims_are_at_the_papers_gain_and_compare_the_gains():
+  e = suite.BY_NAME["attentive_reader"]
+  by_key = {c.key: c for c in e.claims}
+  assert by_key["attentive_reader_ln_speed"].where == {"norm_options.ln.scale_init": "1.0"}
+  gain = by_key["attentive_reader_ln_gain"]
+  assert (gain.field, gain.norm, gain.against, gain.where) == (
+      "norm_options.ln.scale_init", "1.0", "0.1", {"norm": "ln"})
+  assert bench._outside_setting(gain, e.scales["cpu"]) is None
+  names = [m.name for m in suite.members([e], "cpu", seeds=[1])]
+  assert names == ["norm=none,seed=1", "norm=ln,seed=1", "norm=rms,seed=1", "norm=bn,seed=1",
+                   "norm_options.ln.scale_init=0.1,norm=ln,seed=1"]
