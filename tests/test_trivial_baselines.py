@@ -206,3 +206,16 @@ def test_order_embeddings_scores_a_random_ranking_per_split_and_its_selection():
 def test_an_experiment_declares_none_unless_it_says_otherwise():
   config = ml_collections.ConfigDict({"experiment": "anything"})
   assert task_lib.Task(config).trivial_baseline(_labels([0], [0], [0])) is None
+
+
+def test_the_reader_scores_the_most_frequent_candidate_of_each_held_out_split():
+  # The cloze data counts it while building the questions; the record turns each
+  # held-out split's accuracy into the error the reader logs, never the training one.
+  info = {"baselines": {"train": {"most_frequent_candidate_accuracy": 0.5},
+                        "validation": {"most_frequent_candidate_accuracy": 0.25,
+                                       "chance_accuracy": 0.1},
+                        "test": {"most_frequent_candidate_accuracy": 0.125}}}
+  ds = _dataset({"train": {}, "validation": {}, "test": {}}, info)
+  record = _task("configs/attentive_reader.py:smoke=true").trivial_baseline(ds)
+  assert record == {"model": "most frequent candidate in the passage",
+                    "values": {"validation/error": 0.75, "test/error": 0.875}}

@@ -36,6 +36,7 @@ from experiments.attentive_reader.model import (
     passage_entities, restrict)
 from lnorm.data.cloze import ENTITY_OFFSET
 from lnorm.errors import ConfigError
+from lnorm.evaluation import trivial
 from lnorm.normalization import PER_EXAMPLE_NORMS, Identity, make_norm
 from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.task import Task as BaseTask
@@ -136,6 +137,18 @@ class Task(BaseTask):
     if "candidate_mask" in batch:
       return batch["candidate_mask"]
     return passage_entities(batch["passage"], num_entities, ENTITY_OFFSET)
+
+  def trivial_baseline(self, dataset):
+    """The most frequent candidate in the passage (the CBT's and Hermann et al.'s
+    frequency baseline): its ``error`` per held-out split, from the counts the data
+    made while building the questions (``info["baselines"]``). It reads the passage,
+    unlike a class prior, because with anonymised entities a prior over answers is
+    chance: this is the bar a reader that learned nothing about the question meets."""
+    base = dataset.info.get("baselines") or {}
+    return trivial.record("most frequent candidate in the passage", {
+        f"{split}/error": 1.0 - base[split]["most_frequent_candidate_accuracy"]
+        for split in trivial.held_out_splits(dataset, self.train_split())
+        if split in base})
 
   def loss_and_metrics(self, logits, batch, model):
     logits = logits.astype(jnp.float32)
