@@ -141,8 +141,11 @@ MEMBER_HASHES = {
     ("handwriting", "paper", 0): "e8b844fa249aa6ac",
     ("draw", "cpu", 0): "a314c7560ade2cc4",
     ("draw", "paper", 0): "e54a3bfbd203321a",
-    ("attentive_reader", "cpu", 0): "7fa5cc5093bcaeb4",
-    ("attentive_reader", "paper", 0): "fa800c7e9aa12207",
+    # Rerun on 2026-11-28 under the gain variant and the gain claim (issue 42).
+    ("attentive_reader", "cpu", 0): "afd47d51daf263c0",
+    ("attentive_reader", "cpu", 1): "3a9d194a1d4635e3",
+    ("attentive_reader", "paper", 0): "5ee83440ec052dc7",
+    ("attentive_reader", "paper", 1): "e1f854e0c5c889b9",
     ("transformer_lm", "cpu", 0): "bf1f7c2ae69abaa8",
     ("transformer_lm", "cpu", 1): "a6e6776fa62b35c8",
     ("transformer_lm", "cpu", 2): "3e520b46324677bb",
