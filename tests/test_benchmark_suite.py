@@ -608,6 +608,10 @@ def test_variant_index_prefers_the_variant_that_names_more_fields():
                              variants) == 2
   assert suite.variant_index({"batch_size": 4}, variants[1:]) == 1
   assert suite.variant_index({"batch_size": 5}, variants[1:]) is None
+  # A field the config lacks matches nothing, not even the value "none" (a missing
+  # field read as None once made a config without `placement` a placement=none run).
+  assert suite.variant_index({"norm": "ln"}, ({"placement": "none"},)) is None
+  assert suite.variant_index({"placement": "None"}, ({"placement": "none"},)) == 0
 
 
 def test_the_readers_claims_are_at_the_papers_gain_and_compare_the_gains():

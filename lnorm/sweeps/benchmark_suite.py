@@ -20,6 +20,7 @@ import dataclasses
 import re
 from typing import Mapping, Sequence
 
+from lnorm.analysis import compare
 from lnorm.analysis import rule
 from lnorm.analysis import specs
 from lnorm.analysis.rule import Claim
@@ -65,9 +66,8 @@ def variant_index(config: Mapping[str, object],
   variant); None when none matches."""
   best, best_keys = None, -1
   for index, variant in enumerate(variants):
-    named = [k for k in variant if k in VARIANT_NAME_KEYS]
-    if (all(str(config.get(k)).lower() == str(variant[k]).lower() for k in named)
-        and len(named) > best_keys):
+    named = {k: str(v) for k, v in variant.items() if k in VARIANT_NAME_KEYS}
+    if compare.matches(config, named) and len(named) > best_keys:
       best, best_keys = index, len(named)
   return best
 
