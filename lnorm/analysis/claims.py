@@ -422,7 +422,9 @@ class Row:
 
 def selected_test(run: Run, metric: str, lower: bool) -> float | None:
   """The test value at the evaluation where ``metric`` (a validation metric) is
-  best; None when test was not evaluated there."""
+  best: evaluated with it, or on the model the run kept there (``select_on``:
+  ``selected/test/...`` in its last record, ``lnorm.training.selected_model``); None
+  when test was not evaluated there."""
   split, _, name = metric.partition("/")
   test = f"test/{name}"
   if split != "validation" or test == metric:
@@ -435,6 +437,10 @@ def selected_test(run: Run, metric: str, lower: bool) -> float | None:
   if best is None:
     return None
   value = best[1].get(test)
+  if not isinstance(value, (int, float)) and run.config.get("select_on") == metric:
+    kept = [p for p in run.records(f"selected/{test}")
+            if p.get("selected/step") == best[1]["step"]]
+    value = kept[-1][f"selected/{test}"] if kept else None
   return float(value) if isinstance(value, (int, float)) else None
 
 
@@ -473,6 +479,17 @@ def _ratio_cell(e: Estimate | None) -> str:
   return ratio_text(e)
 
 
+def _test_cell(r: Row) -> str:
+  """The test value at the selected evaluations, saying how many seeds have one."""
+  if not r.test:
+    return "not evaluated there"
+  if r.tested == r.runs:
+    return r.test.text(".4g")
+  if r.tested == 1:
+    return f"{r.test.estimate:.4g} (1 of {r.runs} seeds)"
+  return f"{r.test.text('.4g')} ({r.tested} of {r.runs} seeds)"
+
+
 def headline_cells(rows: Sequence[Row]) -> list[list[str]]:
   """The table's cells, one list per row, in HEADER's order."""
   out = []
@@ -484,9 +501,7 @@ def headline_cells(rows: Sequence[Row]) -> list[list[str]]:
     cells = [f"{r.experiment}{where}", norm, r.metric, f"{r.runs}{stopped}",
              r.problem or _ratio_cell(r.speed.estimate if r.speed else None), censored,
              _ratio_cell(r.seconds), r.best.text(".4g") if r.best else "—",
-             (r.test.text(".4g") + ("" if r.tested in (1, r.runs) else
-                                    f" ({r.tested} of {r.runs} seeds)"))
-             if r.test else "not evaluated there"]
+             _test_cell(r)]
     out.append(cells)
   return out
 

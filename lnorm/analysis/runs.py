@@ -22,10 +22,10 @@ import dataclasses
 import gzip
 import json
 import os
-import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from lnorm.errors import UserError
+from lnorm.training import defaults
 from lnorm.training.defaults import DIVERGED_AT, RESUMABLE_FIELDS, has_diverged
 from lnorm.training.run_files import CONFIG_FILE, METRICS_FILE, read_jsonl
 
@@ -127,16 +127,9 @@ def _float(value: Any) -> float:
 
 # --- metrics -----------------------------------------------------------------------------
 
-#: Parts of a metric's name that make a larger value better (rsum: the retrieval sum of
-#: recalls); anything else (error, loss, nll, bound, kl, mse, rank) is better lower.
-_HIGHER_IS_BETTER = re.compile(
-    r"accuracy|(^|[/_])acc($|_)|recall|r@\d|(^|[/_])r\d+($|_)|pearson|spearman|"
-    r"examples_per_sec|(^|[/_])auc($|_)|(^|[/_])f1($|_)|bleu|(^|[/_])rsum$")
-
-
-def lower_is_better(metric: str) -> bool:
-  """Whether a smaller value of ``metric`` is better, judged by its name."""
-  return not _HIGHER_IS_BETTER.search(metric)
+#: Whether a smaller value of a metric is better, by its name: defined beside the
+#: records' other conventions, where the training loop reads it too (``select_on``).
+lower_is_better = defaults.lower_is_better
 
 
 def is_training_metric(metric: str) -> bool:

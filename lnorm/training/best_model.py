@@ -25,11 +25,11 @@ def atomic_write(path: str, data: bytes) -> None:
 
 
 class BestModel:
-  """``<workdir>/best/``: ``variables.msgpack`` and ``record.json`` (step and score,
+  """``<workdir>/<name>/``: ``variables.msgpack`` and ``record.json`` (step and score,
   higher is better), kept across resumes."""
 
-  def __init__(self, workdir: str):
-    self.directory = os.path.join(workdir, "best")
+  def __init__(self, workdir: str, name: str = "best"):
+    self.directory = os.path.join(workdir, name)
     self._record_path = os.path.join(self.directory, "record.json")
     self._variables_path = os.path.join(self.directory, "variables.msgpack")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import math
+import re
 
 import ml_collections
 from ml_collections import config_dict
@@ -53,6 +54,13 @@ def base_config() -> ml_collections.ConfigDict:
   # final_eval_splits (handwriting, IMDB); perm-MNIST's cpu setting keeps both: 0.7 s
   # for validation and 1.0 s for test, against 3.3 s of training between two.
   c.eval_every_splits = ("validation", "test")
+  # A validation metric ("validation/error") to select the reported model on, for a
+  # config that evaluates test only at the run's end (final_eval_splits): the loop keeps
+  # the variables of the evaluation where it is best (in <workdir>/selected/) and
+  # evaluates the run's other splits on them after the last update, recorded as
+  # ``selected/step`` and ``selected/<split>/<metric>`` beside the last model's values.
+  # Empty: off.
+  c.select_on = ""
   # Also evaluate the eval_every_splits at this many geometrically spaced steps per
   # decade (0: off), for curves on a log-scaled step axis that have points from the
   # first decade on: the distinct round(10 ** (i / n)) for i = 0, 1, 2, ...; n = 3
@@ -158,6 +166,23 @@ def _field(config: Any, dotted: str) -> Any:
   return node
 
 
+def check_select_on(config: Any) -> None:
+  """Refuses a ``select_on`` that no evaluation of the run measures: it would keep no
+  model and record nothing."""
+  metric = _field(config, "select_on") or ""
+  if not metric:
+    return
+  split = metric.partition("/")[0]
+  evaluated = (tuple(_field(config, "eval_splits") or ())
+               + tuple(_field(config, "eval_every_splits") or ()))
+  if "/" not in metric or split not in evaluated:
+    raise ConfigError(
+        f"select_on={metric!r}: it must be '<split>/<metric>' of a split the run "
+        f"evaluates during training (eval_splits or eval_every_splits: "
+        f"{', '.join(dict.fromkeys(evaluated)) or 'none'}). Set "
+        f"--config.select_on=validation/error, or '' to keep no selected model.")
+
+
 def check_values(config: ml_collections.ConfigDict) -> None:
   """Refuses values of the shared fields no run can use (a batch size of 0, a negative
   learning rate or max_steps), naming the field and the valid range: before any data
@@ -174,6 +199,7 @@ def check_values(config: ml_collections.ConfigDict) -> None:
   if not (_field(config, "max_steps") or 0) and _field(config, "num_epochs") == 0:
     raise ConfigError("num_epochs=0 and max_steps=0: the run would train nothing. Set "
                       "--config.num_epochs (epochs) or --config.max_steps (updates).")
+  check_select_on(config)
 
 
 def total_steps(config: Mapping[str, Any], steps_per_epoch: int) -> int:
@@ -203,6 +229,18 @@ def geometric_steps(points_per_decade: int, last: int) -> list[int]:
 #: same data and seed stops at the same step), and a comparison counts it as a seed that
 #: never reached the target rather than leaving it out.
 DIVERGED_AT = "stopped/diverged_at_step"
+
+
+#: Parts of a metric's name that make a larger value better (rsum: the retrieval sum of
+#: recalls); anything else (error, loss, nll, bound, kl, mse, rank) is better lower.
+_HIGHER_IS_BETTER = re.compile(
+    r"accuracy|(^|[/_])acc($|_)|recall|r@\d|(^|[/_])r\d+($|_)|pearson|spearman|"
+    r"examples_per_sec|(^|[/_])auc($|_)|(^|[/_])f1($|_)|bleu|(^|[/_])rsum$")
+
+
+def lower_is_better(metric: str) -> bool:
+  """Whether a smaller value of ``metric`` is better, judged by its name."""
+  return not _HIGHER_IS_BETTER.search(metric)
 
 
 def has_diverged(points: Sequence[Mapping[str, Any]]) -> bool:

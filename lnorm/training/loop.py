@@ -24,6 +24,9 @@ checkpointing excluded, carried across resumes):
   statistics so far (as mid-epoch evaluations do), and its ``epoch`` is fractional
   (step / steps_per_epoch). The checkpoint saved with it is mid-epoch, so raising
   ``max_steps`` later continues that epoch exactly as an uninterrupted run would;
+- with ``select_on`` set, the run's last record also holds ``selected/step`` and the
+  splits other than the selection's evaluated on the model of that step
+  (``selected/test/error``, ...; ``lnorm.training.selected_model``);
 - mid-epoch evaluations (``eval_every_steps``, and ``eval_points_per_decade``
   geometrically spaced steps), a task's own evaluation (``Task.periodic_evaluation``
   every ``periodic_eval_every_steps``, when set) and running train losses
@@ -82,6 +85,7 @@ from lnorm.training.checkpoint import Checkpointer
 from lnorm.training.checkpoint_policy import CheckpointTimer, resume
 from lnorm.training.eval_schedule import EvalSchedule, crossed_multiple, misalignment
 from lnorm.training.metrics_writer import MetricWriter
+from lnorm.training.selected_model import SelectedModel
 from lnorm.training.steps import (SplitEvaluator, TrainState, make_eval_step,
                                   make_train_chunk, make_train_step)
 from lnorm.training.task import Task
@@ -231,6 +235,9 @@ class _Training:
                                             checkpointer.latest_step() is not None)
     _, self.train_rng = jax.random.split(jax.random.key(config.seed))
     self.every_secs = config.get("progress_every_secs", 30.0)
+    # The model select_on picks, for test at the evaluation validation selects.
+    self.selected = (SelectedModel(config.select_on, run.workdir)
+                     if config.get("select_on") else None)
 
     rep = parallel.replicated(run.mesh)
     self.train_chunk = jax.jit(make_train_chunk(make_train_step(run.task, run.model)),
@@ -381,8 +388,10 @@ class _Training:
 
   def _evaluate_mid_epoch(self, state: TrainState, step: int) -> None:
     spe = self.run.steps_per_epoch
-    scores = self.evaluate_splits(self.population_so_far(state),
-                                  self.config.eval_every_splits)
+    evaluated = self.population_so_far(state)
+    scores = self.evaluate_splits(evaluated, self.config.eval_every_splits)
+    if self.selected:
+      self.selected.offer(step, scores, evaluated)
     self.write(step, {"epoch": step / spe,
                       **records.window_metrics(self.host["eval_window"]), **scores})
     self.host["eval_window"] = records.gradient_window()
@@ -421,6 +430,12 @@ class _Training:
     if step == run.total_steps:
       splits += tuple(s for s in config.final_eval_splits if s not in splits)
     metrics.update(self.evaluate_splits(evaluated, splits))
+    if self.selected:
+      self.selected.offer(step, metrics, evaluated)
+      if step == run.total_steps:
+        selection_split = self.selected.metric.partition("/")[0]
+        metrics.update(self.selected.evaluate(
+            evaluated, self.evaluate_splits, [s for s in splits if s != selection_split]))
     # A run cut by max_steps inside an epoch has not reached the epoch's end.
     extra = self._hook("end of epoch" if epoch_done else "end of the run (max_steps)", step,
                        lambda: self.task.end_of_epoch(run.assembled, evaluated,
