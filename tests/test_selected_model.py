@@ -14,6 +14,8 @@ import pytest
 
 from lnorm import cli
 from lnorm.analysis import claims
+from lnorm.analysis import runs as runs_lib
+from lnorm.analysis import selection
 from lnorm.analysis.runs import Run
 from lnorm.training.selected_model import SelectedModel
 
@@ -119,24 +121,38 @@ def _run(points, select_on="validation/error"):
   return Run(path="", name="r", config=config, data={}, epochs=[], points=points)
 
 
-def test_the_report_reads_the_selected_model_only_where_validation_selected_it():
-  points = [{"step": 10, "validation/error": 0.30},
-            {"step": 20, "validation/error": 0.20},
-            {"step": 30, "validation/error": 0.20},  # A tie: the earlier evaluation.
-            {"step": 40, "validation/error": 0.25, "test/error": 0.27,
-             "selected/step": 20, "selected/test/error": 0.22}]
-  assert claims.selected_test(_run(points), "validation/error", True) == 0.22
-  # Another selection metric, or none: the kept model is not this metric's choice.
-  assert claims.selected_test(_run(points, "validation/nll"), "validation/error",
-                              True) is None
-  assert claims.selected_test(_run(points, ""), "validation/error", True) is None
-  moved = [dict(p) for p in points]
-  moved[-1]["selected/step"] = 30
+POINTS = [{"step": 10, "validation/error": 0.30, "validation/nll": 0.9},
+          {"step": 20, "validation/error": 0.20, "validation/nll": 0.8},
+          {"step": 30, "validation/error": 0.20, "validation/nll": 0.7},  # A tie.
+          {"step": 40, "validation/error": 0.25, "validation/nll": 0.6, "test/nll": 0.65,
+           "selected/step": 20, "selected/test/error": 0.22}]
+
+
+def test_the_report_reads_the_model_kept_from_the_first_best_evaluation():
+  assert claims.selected_test(_run(POINTS), "validation/error", True) == 0.22
+  # The model of step 20 whatever chose it; another metric's best (step 40, the last
+  # model) reads the last model's test.
+  assert claims.selected_test(_run(POINTS, ""), "validation/error", True) == 0.22
+  assert claims.selected_test(_run(POINTS), "validation/nll", True) == 0.65
+  moved = [dict(p) for p in POINTS]
+  moved[-1]["selected/step"] = 30  # Not the first of the tie: not this evaluation.
   assert claims.selected_test(_run(moved), "validation/error", True) is None
   # Test evaluated at the best evaluation itself wins (the run measured it there).
-  measured = [dict(p) for p in points]
+  measured = [dict(p) for p in POINTS]
   measured[1]["test/error"] = 0.21
   assert claims.selected_test(_run(measured), "validation/error", True) == 0.21
+
+
+def test_lnorm_select_reports_the_kept_models_test(tmp_path):
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  with open(workdir / "config.json", "w") as f:
+    json.dump({"config": {"select_on": "validation/error", "num_epochs": 1}, "data": {}}, f)
+  with open(workdir / "metrics.jsonl", "w") as f:
+    f.writelines(json.dumps(p) + "\n" for p in POINTS)
+  chosen = selection.select(runs_lib.load_runs([str(workdir)]),
+                            "validation/error").best.scored[0]
+  assert (chosen.step, chosen.best, chosen.test) == (20, 0.20, {"test/error": 0.22})
 
 
 def test_the_test_column_says_how_many_seeds_have_a_selected_test_value():

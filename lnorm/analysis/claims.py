@@ -421,10 +421,9 @@ class Row:
 
 
 def selected_test(run: Run, metric: str, lower: bool) -> float | None:
-  """The test value at the evaluation where ``metric`` (a validation metric) is
-  best: evaluated with it, or on the model the run kept there (``select_on``:
-  ``selected/test/...`` in its last record, ``lnorm.training.selected_model``); None
-  when test was not evaluated there."""
+  """The test value of the model at the evaluation where ``metric`` (a validation
+  metric) is first best (``Run.test_at``: evaluated there, or on the model the run
+  kept from there); None when test was not evaluated on that model."""
   split, _, name = metric.partition("/")
   test = f"test/{name}"
   if split != "validation" or test == metric:
@@ -436,12 +435,7 @@ def selected_test(run: Run, metric: str, lower: bool) -> float | None:
       best = (v, p)
   if best is None:
     return None
-  value = best[1].get(test)
-  if not isinstance(value, (int, float)) and run.config.get("select_on") == metric:
-    kept = [p for p in run.records(f"selected/{test}")
-            if p.get("selected/step") == best[1]["step"]]
-    value = kept[-1][f"selected/{test}"] if kept else None
-  return float(value) if isinstance(value, (int, float)) else None
+  return run.test_at(best[1]["step"]).get(test)
 
 
 def headline_row(runs: Sequence[Run], baseline: Sequence[Run], experiment: str,

@@ -26,7 +26,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from lnorm.errors import UserError
 from lnorm.training import defaults
-from lnorm.training.defaults import DIVERGED_AT, RESUMABLE_FIELDS, has_diverged
+from lnorm.training.defaults import (DIVERGED_AT, RESUMABLE_FIELDS, SELECTED_PREFIX,
+                                     SELECTED_STEP, has_diverged)
 from lnorm.training.run_files import CONFIG_FILE, METRICS_FILE, read_jsonl
 
 #: A run's metrics compressed, as committed records keep a large log
@@ -130,6 +131,20 @@ def _float(value: Any) -> float:
 #: Whether a smaller value of a metric is better, by its name: defined beside the
 #: records' other conventions, where the training loop reads it too (``select_on``).
 lower_is_better = defaults.lower_is_better
+
+
+#: The split whose values are reported where validation selects, never selected on.
+TEST_PREFIX = "test/"
+
+
+def test_values(points: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+  """The test metrics the points logged (later points win), as floats."""
+  out: dict[str, float] = {}
+  for p in points:
+    for k, v in p.items():
+      if k.startswith(TEST_PREFIX) and isinstance(v, (int, float)) and not isinstance(v, bool):
+        out[k] = float(v)
+  return out
 
 
 def is_training_metric(metric: str) -> bool:
@@ -321,6 +336,19 @@ class Run:
     source = self.epochs if is_training_metric(metric) else self.points
     return [r for r in source if isinstance(r.get(metric), (int, float))
             and not isinstance(r.get(metric), bool)]
+
+  def test_at(self, step: int) -> dict[str, float]:
+    """The test metrics of the model at evaluation ``step``: those logged there, else
+    those the run measured after its last update on the model it kept from that step
+    (``select_on``: ``selected/step`` and ``selected/test/...``); {} when neither."""
+    logged = test_values(p for p in self.points if p.get("step") == step)
+    if logged:
+      return logged
+    kept = [p for p in self.points if p.get(SELECTED_STEP) == step]
+    if not kept:
+      return {}
+    return test_values([{k[len(SELECTED_PREFIX):]: v for k, v in kept[-1].items()
+                         if k.startswith(SELECTED_PREFIX)}])
 
   def series(self, metric: str, x: str = "epoch") -> tuple[list[float], list[float]]:
     """(x, y) of ``metric``. Against 'epoch': :meth:`records`, mid-epoch evaluations

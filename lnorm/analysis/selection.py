@@ -43,7 +43,7 @@ from lnorm.analysis.runs import Run
 from lnorm.training.defaults import is_complete
 
 #: The split whose metrics are reported for the selected setting.
-TEST_PREFIX = "test/"
+TEST_PREFIX = runs_lib.TEST_PREFIX
 #: Where a run that keeps its best model records it (lnorm.training.best_model).
 KEPT_MODEL_RECORD = os.path.join("best", "record.json")
 
@@ -203,18 +203,8 @@ def _choose(run: Run, metric: str, lower: bool) -> RunChoice:
   point = next(p for p, v in finite if v == best)  # The first time it got there.
   step = point.get("step")
   return RunChoice(run, run.name, best, step=step, epoch=point.get("epoch"),
-                   test=_test_metrics([p for p in run.points if p.get("step") == step]),
+                   test=run.test_at(step),
                    finished=finished)
-
-
-def _test_metrics(points: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-  """The test metrics the points logged (later points win), as floats."""
-  out: dict[str, float] = {}
-  for p in points:
-    for k, v in p.items():
-      if k.startswith(TEST_PREFIX) and isinstance(v, (int, float)) and not isinstance(v, bool):
-        out[k] = float(v)
-  return out
 
 
 def kept_model_key(metric: str) -> str:
@@ -243,7 +233,7 @@ def _kept_model(run: Run, metric: str) -> RunChoice | None:
   at_step = [p for p in run.records(metric) if p.get("step") == step]
   best = float(at_step[-1][metric]) if at_step else float(logged[-1][key])
   last_step = max(p.get("step", 0) for p in run.points)
-  test = _test_metrics([p for p in run.points if p.get("step") == last_step])
+  test = runs_lib.test_values(p for p in run.points if p.get("step") == last_step)
   epoch = at_step[-1].get("epoch") if at_step else None
   return RunChoice(run, run.name, best, step=step, epoch=epoch, test=test, kept_model=True)
 

@@ -230,6 +230,12 @@ def geometric_steps(points_per_decade: int, last: int) -> list[int]:
 #: never reached the target rather than leaving it out.
 DIVERGED_AT = "stopped/diverged_at_step"
 
+#: What a run with ``select_on`` adds to its last record: the step of the evaluation
+#: whose model it kept, and ``selected/test/error``, ... of that model
+#: (``lnorm.training.selected_model``).
+SELECTED_STEP = "selected/step"
+SELECTED_PREFIX = "selected/"
+
 
 #: Parts of a metric's name that make a larger value better (rsum: the retrieval sum of
 #: recalls); anything else (error, loss, nll, bound, kl, mse, rank) is better lower.

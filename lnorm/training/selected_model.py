@@ -8,7 +8,7 @@ kept in ``<workdir>/selected/`` (``BestModel``: kept across resumes, replaced wh
 resume abandons the trajectory they came from), and after the last update the run's
 other splits are evaluated on them: ``selected/step`` and ``selected/test/error``, ...
 in the last record, beside the last model's ``test/error``. The first of equal values
-is kept, as ``lnorm.analysis.claims.selected_test`` reads the best evaluation.
+is kept, as the analysis reads the best evaluation (``lnorm.analysis.runs.Run.test_at``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 from typing import Any, Callable, Mapping, Sequence
 
 from lnorm.training.best_model import BestModel
-from lnorm.training.defaults import lower_is_better
+from lnorm.training.defaults import SELECTED_PREFIX, SELECTED_STEP, lower_is_better
 
 #: Where the selected variables are kept, beside the checkpoints.
 DIRECTORY = "selected"
@@ -47,8 +47,8 @@ class SelectedModel:
       return {}
     selected = state.replace(**self._store.restore(_variables(state)))
     scores = evaluate_splits(selected, tuple(splits))
-    return {"selected/step": int(record["step"]),
-            **{f"selected/{k}": v for k, v in scores.items()}}
+    return {SELECTED_STEP: int(record["step"]),
+            **{SELECTED_PREFIX + k: v for k, v in scores.items()}}
 
 
 def _variables(state) -> dict[str, Any]:
