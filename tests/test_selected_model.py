@@ -143,6 +143,24 @@ def test_the_report_reads_the_model_kept_from_the_first_best_evaluation():
   assert claims.selected_test(_run(measured), "validation/error", True) == 0.21
 
 
+# Order-embeddings' records: the task keeps its own best model and names its step
+# (best/step) in the last record, beside the test scores of that model.
+KEPT = [{"step": 40, "validation/rsum": 100.0, "best/step": 40},
+        {"step": 80, "validation/rsum": 110.0, "best/step": 80},
+        {"step": 120, "validation/rsum": 105.0, "best/step": 80, "test/rsum": 97.0}]
+
+
+def test_a_tasks_test_scores_belong_to_the_model_it_kept_not_to_its_last_step():
+  run = _run(KEPT, "")
+  assert run.test_at(80) == {"test/rsum": 97.0}
+  assert run.test_at(120) == {}  # The last model was never tested.
+  assert claims.selected_test(run, "validation/rsum", False) == 97.0
+  other = [dict(p) for p in KEPT]
+  other[-1]["best/step"] = 40  # Kept by another rule: not the claim's selection.
+  assert claims.selected_test(_run(other, ""), "validation/rsum", False) is None
+  assert _run(other, "").test_at(40) == {"test/rsum": 97.0}
+
+
 def test_lnorm_select_reports_the_kept_models_test(tmp_path):
   workdir = tmp_path / "run"
   workdir.mkdir()

@@ -50,6 +50,7 @@ from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_gru_cell
 from lnorm.training import parallel
 from lnorm.training.best_model import BestModel
+from lnorm.training.defaults import KEPT_STEP
 from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
 
 
@@ -170,7 +171,7 @@ class Task(BaseTask):
     best.offer(step, selection, variables)
     record = best.record()
     out = {f"validation/{k}": v for k, v in retrieval.mean_over_folds(folds).items()}
-    out.update({"validation/selection_rsum": selection, "best/step": record["step"],
+    out.update({"validation/selection_rsum": selection, KEPT_STEP: record["step"],
                 "best/selection_rsum": record["score"]})
     return out, best
 

@@ -26,8 +26,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from lnorm.errors import UserError
 from lnorm.training import defaults
-from lnorm.training.defaults import (DIVERGED_AT, RESUMABLE_FIELDS, SELECTED_PREFIX,
-                                     SELECTED_STEP, has_diverged)
+from lnorm.training.defaults import (DIVERGED_AT, KEPT_STEP, RESUMABLE_FIELDS,
+                                     SELECTED_PREFIX, SELECTED_STEP, has_diverged)
 from lnorm.training.run_files import CONFIG_FILE, METRICS_FILE, read_jsonl
 
 #: A run's metrics compressed, as committed records keep a large log
@@ -341,7 +341,9 @@ class Run:
     """The test metrics of the model at evaluation ``step``: those logged there, else
     those the run measured after its last update on the model it kept from that step
     (``select_on``: ``selected/step`` and ``selected/test/...``); {} when neither."""
-    logged = test_values(p for p in self.points if p.get("step") == step)
+    # A record's test values are of the model at its step, except where it names the
+    # model a task kept (KEPT_STEP): order-embeddings' last record tests that one.
+    logged = test_values(p for p in self.points if p.get(KEPT_STEP, p.get("step")) == step)
     if logged:
       return logged
     kept = [p for p in self.points if p.get(SELECTED_STEP) == step]

@@ -40,7 +40,7 @@ from typing import Any, Mapping, Sequence
 from lnorm.analysis import runs as runs_lib
 from lnorm.errors import UserError
 from lnorm.analysis.runs import Run
-from lnorm.training.defaults import is_complete
+from lnorm.training.defaults import KEPT_STEP, is_complete
 
 #: The split whose metrics are reported for the selected setting.
 TEST_PREFIX = runs_lib.TEST_PREFIX
@@ -217,8 +217,8 @@ def _kept_model(run: Run, metric: str) -> RunChoice | None:
   """The run's own best model on ``metric``, if it keeps one; else None.
 
   Its step is ``best/record.json``'s (else the last logged ``best/step``); its test
-  metrics are those of the run's last point, where such an experiment evaluates the
-  kept model on the test split after the last update.
+  metrics are those the run measured on that model (``Run.test_at``: such an
+  experiment evaluates the kept model on the test split after the last update).
   """
   key = kept_model_key(metric)
   logged = [p for p in run.points if key in p]
@@ -229,11 +229,10 @@ def _kept_model(run: Run, metric: str) -> RunChoice | None:
   if os.path.exists(path):
     with open(path) as f:
       record = json.load(f)
-  step = int(record["step"]) if record else int(logged[-1].get("best/step", logged[-1]["step"]))
+  step = int(record["step"]) if record else int(logged[-1].get(KEPT_STEP, logged[-1]["step"]))
   at_step = [p for p in run.records(metric) if p.get("step") == step]
   best = float(at_step[-1][metric]) if at_step else float(logged[-1][key])
-  last_step = max(p.get("step", 0) for p in run.points)
-  test = runs_lib.test_values(p for p in run.points if p.get("step") == last_step)
+  test = run.test_at(step)
   epoch = at_step[-1].get("epoch") if at_step else None
   return RunChoice(run, run.name, best, step=step, epoch=epoch, test=test, kept_model=True)
 

@@ -291,9 +291,13 @@ ORDER_EMBEDDINGS = _declare(ExperimentSpec(
            claimed_ratio=0.6, about_convergence=True),),
     # 60 epochs: the baseline's validation R-sum still climbs at 20 (the last
     # quarter adds 9% of the run's gain) and is flat from about 40 (0.2% at 60);
-    # validation every 40 updates instead of 20 halves its cost.
+    # validation every 40 updates instead of 20 halves its cost. The kept model is
+    # the one with the best validation R-sum over both directions (not the authors'
+    # image R@1+5+10), the claim's metric, so that its test scores are those at the
+    # evaluation the benchmark selects.
     {"cpu": Setting("configs/order_embeddings.py:scale=cpu",
-                    {"num_epochs": "60", "periodic_eval_every_steps": "40"},
+                    {"num_epochs": "60", "periodic_eval_every_steps": "40",
+                     "retrieval.select_on": "rsum", "retrieval.select_images": "0"},
                     seeds=(0, 1, 2), minutes=6.0),
      "paper": Setting("configs/order_embeddings.py", {}, seeds=(0, 1, 2))},
     # Figure 1's validation score: R@1, R@5 and R@10 of both retrieval directions.

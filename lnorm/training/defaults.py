@@ -236,6 +236,11 @@ DIVERGED_AT = "stopped/diverged_at_step"
 SELECTED_STEP = "selected/step"
 SELECTED_PREFIX = "selected/"
 
+#: What a task that keeps its own best model logs (experiments/order_embeddings): the
+#: step of the evaluation whose model it keeps, in every validation record and in the
+#: last one, beside the ``test/...`` it measured on that model after the last update.
+KEPT_STEP = "best/step"
+
 
 #: Parts of a metric's name that make a larger value better (rsum: the retrieval sum of
 #: recalls); anything else (error, loss, nll, bound, kl, mse, rank) is better lower.
