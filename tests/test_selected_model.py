@@ -67,7 +67,18 @@ def test_selected_test_equals_test_evaluated_at_the_selected_evaluation(tmp_path
   # The last model's test is kept beside it (the BLN protocol reads it).
   assert last["test/error"] == measured[-1]["test/error"]
   assert last["selected/test/error"] != last["test/error"]
+  # Only the other splits are evaluated on the kept model: its validation is logged.
+  assert not [k for k in last if k.startswith("selected/validation/")]
   assert os.path.exists(os.path.join(selecting, "selected", "variables.msgpack"))
+  # A run stopped at the best evaluation and resumed past it keeps that model: the
+  # store outlives the process, and the evaluation after the resume is worse.
+  resumed = str(tmp_path / "resumed")
+  select = ["--config.select_on=validation/error"]
+  assert _train(resumed, *VALIDATION_ONLY, *select, f"--config.max_steps={first_best}") == 0
+  assert _train(resumed, *VALIDATION_ONLY, *select) == 0
+  again = _records(resumed)[-1]
+  assert again["step"] == 300 and again["selected/step"] == first_best
+  assert again["selected/test/error"] == last["selected/test/error"]
 
 
 @pytest.mark.parametrize("value, missing", [
