@@ -40,7 +40,9 @@ def _phase_parser(phase: str) -> argparse.ArgumentParser:
     parser.add_argument("--experiments", default=None,
                         help=f"Default: all ({','.join(steps.EXPERIMENTS)}); with --toy "
                         f"{','.join(steps.TOY_EXPERIMENTS)}.")
-    parser.add_argument("--norms", default=",".join(steps.NORMS))
+    parser.add_argument("--norms", default=None,
+                        help=f"Default: {','.join(steps.NORMS)}; with --toy "
+                        f"{','.join(steps.TOY_NORMS)}.")
     parser.add_argument("--workers", type=int, default=1,
                         help="Workers at once (they compile in parallel, time in turn).")
   if phase == "rnn":
@@ -66,8 +68,10 @@ def _run_phase(phase: str, argv: Sequence[str]) -> int:
       from lnorm.gpucheck import steps
       experiments = (args.experiments.split(",") if args.experiments else
                      steps.TOY_EXPERIMENTS if args.toy else steps.EXPERIMENTS)
+      norms = (args.norms.split(",") if args.norms else
+               steps.TOY_NORMS if args.toy else steps.NORMS)
       steps.run(record, toy=args.toy, work=work, deadline=deadline,
-                experiments=experiments, norms=args.norms.split(","), workers=args.workers)
+                experiments=experiments, norms=norms, workers=args.workers)
     elif phase == "rnn":
       from lnorm.gpucheck import rnn_layers
       rnn_layers.run(record, args.toy, args.rows.split(",") if args.rows else None)

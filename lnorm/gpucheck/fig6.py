@@ -28,6 +28,8 @@ from lnorm.gpucheck import records as records_lib
 
 NORMS = ("none", "bn", "ln")
 SEEDS = (0, 1, 2)
+#: The rehearsal's: two waves, the fewest that pass through the time budget between them.
+TOY_SEEDS = SEEDS[:2]
 EXPERIMENT = "perm_mnist"
 #: Figure 6's batch 128, one of the suite's paper-scale variants of perm_mnist.
 VARIANT = "batch_size=128"
@@ -109,7 +111,7 @@ def run(record, *, toy: bool, work: str, deadline: float, parallel: bool) -> Non
   record.set("variant", VARIANT)
   record.set("overrides", overrides(toy))
   done, wave_seconds = [], None
-  for seed in SEEDS:
+  for seed in TOY_SEEDS if toy else SEEDS:
     left = deadline - time.monotonic()
     if wave_seconds is not None and left < 1.15 * wave_seconds + 15:
       record.note(f"seed {seed} not run: {left:.0f} s left, a wave took "
