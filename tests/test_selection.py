@@ -124,25 +124,25 @@ def test_a_mid_epoch_evaluation_can_be_the_selected_point(tmp_path):
 
 
 def test_a_kept_best_model_is_the_selected_point(tmp_path):
-  """order-embeddings keeps the parameters with the best validation/rsum in best/ and
-  logs the test scores of those parameters at the end."""
+  """order-embeddings keeps the parameters with the best selection score in best/ and
+  logs the test scores of those parameters at the end, naming their step."""
   workdir = tmp_path / "oe"
   points = [
-      {"step": 300, "epoch": 0.5, "validation/rsum": 120.0, "best/step": 300,
-       "best/validation_rsum": 120.0},
+      {"step": 300, "epoch": 0.5, "validation/rsum": 120.0, "validation/image_r1": 10.0,
+       "best/step": 300, "best/selection_rsum": 120.0},
       {"step": 600, "epoch": 1, "time/epoch_seconds": 1.0, "validation/rsum": 110.0,
-       "best/step": 300, "best/validation_rsum": 120.0, "test/rsum": 95.0, "test/caption_r1": 30.0},
+       "validation/image_r1": 12.0, "best/step": 300, "best/selection_rsum": 120.0, "test/rsum": 95.0,
+       "test/caption_r1": 30.0},
   ]
   _write_run(str(workdir), {"num_epochs": 1}, points)
-  os.makedirs(workdir / "best")
-  (workdir / "best" / "record.json").write_text(json.dumps({"step": 300, "score": 120.0}))
   sel = selection.select(runs_lib.load_runs([str(workdir)]), "validation/rsum")
   chosen = sel.best.scored[0]
   assert not sel.lower_is_better
-  assert (chosen.step, chosen.best, chosen.kept_model) == (300, 120.0, True)
+  assert (chosen.step, chosen.best) == (300, 120.0)
   assert chosen.test == {"test/rsum": 95.0, "test/caption_r1": 30.0}
-  assert "(kept model)" in sel.text()
-  assert selection.kept_model_key("validation/rsum") == "best/validation_rsum"
+  # Selected where the run did not keep its model: no test value, not the kept one's.
+  sel = selection.select(runs_lib.load_runs([str(workdir)]), "validation/image_r1")
+  assert (sel.best.scored[0].step, sel.best.scored[0].test) == (600, {})
 
 
 def test_a_metric_no_run_logged_is_an_error(sweep_dir):

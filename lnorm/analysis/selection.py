@@ -8,10 +8,10 @@ as its name says, :func:`lnorm.analysis.runs.lower_is_better`):
   that measured it (epoch ends and mid-epoch evaluations). The run is **selected at**
   the first point where it reached that value: the checkpoint or epoch a researcher
   would keep;
-- an experiment that keeps its own best model (``<workdir>/best/record.json``, logging
-  ``best/<split>_<name>`` for the metric, as order-embeddings does for
-  ``validation/rsum``) is selected at that model's step instead, and its test metrics
-  are those it logged for that model at the end of the run;
+- its **test metrics** are those of the model at that point (``Run.test_at``: logged
+  there, or measured at the end on the model the run kept from there, by
+  ``select_on`` or by a task that keeps its own, as order-embeddings does); none when
+  the run kept another model;
 - runs are grouped into **settings** by every field but the seed (``seed``,
   ``*.seed``); a setting's score is the mean over its runs of each run's best value,
   given with the sample standard deviation. A sweep's setting is named by the keys
@@ -31,21 +31,17 @@ imports JAX.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 import statistics
 from typing import Any, Mapping, Sequence
 
 from lnorm.analysis import runs as runs_lib
 from lnorm.errors import UserError
 from lnorm.analysis.runs import Run
-from lnorm.training.defaults import KEPT_STEP, is_complete
+from lnorm.training.defaults import is_complete
 
 #: The split whose metrics are reported for the selected setting.
 TEST_PREFIX = runs_lib.TEST_PREFIX
-#: Where a run that keeps its best model records it (lnorm.training.best_model).
-KEPT_MODEL_RECORD = os.path.join("best", "record.json")
 
 
 @dataclasses.dataclass
@@ -57,7 +53,6 @@ class RunChoice:
   step: int | None = None
   epoch: float | None = None
   test: dict[str, float] = dataclasses.field(default_factory=dict)
-  kept_model: bool = False  # Selected at the experiment's own kept best model.
   finished: bool = True
 
 
@@ -128,7 +123,7 @@ class Selection:
         "settings": [{
             "setting": s.name, "mean": s.mean, "std": s.std, "runs": [{
                 "path": r.run.path, "label": r.label, "best": r.best, "step": r.step,
-                "epoch": r.epoch, "kept_model": r.kept_model, "finished": r.finished,
+                "epoch": r.epoch, "finished": r.finished,
                 "test": r.test} for r in s.runs],
         } for s in self.settings],
     }
@@ -193,9 +188,6 @@ def _label_within(choices: Sequence[RunChoice]) -> None:
 
 def _choose(run: Run, metric: str, lower: bool) -> RunChoice:
   finished = is_complete(run.config, run.epochs) if run.config else True
-  kept = _kept_model(run, metric)
-  if kept is not None:
-    return dataclasses.replace(kept, finished=finished)
   finite = [(p, float(p[metric])) for p in run.records(metric) if math.isfinite(p[metric])]
   if not finite:
     return RunChoice(run, run.name, None, finished=finished)
@@ -205,36 +197,6 @@ def _choose(run: Run, metric: str, lower: bool) -> RunChoice:
   return RunChoice(run, run.name, best, step=step, epoch=point.get("epoch"),
                    test=run.test_at(step),
                    finished=finished)
-
-
-def kept_model_key(metric: str) -> str:
-  """``validation/rsum`` -> ``best/validation_rsum``: what a run that keeps its best
-  model on ``metric`` logs (experiments/order_embeddings)."""
-  return "best/" + metric.replace("/", "_")
-
-
-def _kept_model(run: Run, metric: str) -> RunChoice | None:
-  """The run's own best model on ``metric``, if it keeps one; else None.
-
-  Its step is ``best/record.json``'s (else the last logged ``best/step``); its test
-  metrics are those the run measured on that model (``Run.test_at``: such an
-  experiment evaluates the kept model on the test split after the last update).
-  """
-  key = kept_model_key(metric)
-  logged = [p for p in run.points if key in p]
-  if not logged:
-    return None
-  path = os.path.join(run.path, KEPT_MODEL_RECORD)
-  record = None
-  if os.path.exists(path):
-    with open(path) as f:
-      record = json.load(f)
-  step = int(record["step"]) if record else int(logged[-1].get(KEPT_STEP, logged[-1]["step"]))
-  at_step = [p for p in run.records(metric) if p.get("step") == step]
-  best = float(at_step[-1][metric]) if at_step else float(logged[-1][key])
-  test = run.test_at(step)
-  epoch = at_step[-1].get("epoch") if at_step else None
-  return RunChoice(run, run.name, best, step=step, epoch=epoch, test=test, kept_model=True)
 
 
 # --- presenting --------------------------------------------------------------------------------
@@ -255,7 +217,7 @@ def _where(c: RunChoice) -> str:
     return "—"
   epoch = c.epoch  # Fractional for a mid-epoch evaluation: two decimals tell them apart.
   at = f"epoch {round(epoch, 2):g}, " if isinstance(epoch, (int, float)) else ""
-  return f"{at}step {c.step}" + (" (kept model)" if c.kept_model else "")
+  return f"{at}step {c.step}"
 
 
 def settings_rows(sel: Selection) -> tuple[list[str], list[list[str]]]:
