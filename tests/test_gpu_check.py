@@ -252,6 +252,9 @@ def test_run_sh_rehearses_every_phase(tmp_path):
   experiments = records.read_json(records.phase_path(str(out), "experiments"))["items"]
   assert {(i["experiment"], i["norm"]) for i in experiments if "error" not in i} >= {
       ("perm_mnist", "none"), ("perm_mnist", "ln")}
+  # The rehearsal's own sizes: no third norm, at most TOY_SEEDS' waves.
+  assert {i["norm"] for i in experiments} == set(steps.TOY_NORMS) == {"none", "ln"}
+  assert len(seeds) <= len(fig6.TOY_SEEDS) == 2
   tables = done.stdout.split("== run.sh took")[1]  # The tables come last.
   assert f"### GPU check records in {out} (rehearsal: toy sizes)" in tables
   assert "#### Train steps at the configs' sizes" in tables and "Claims (p-values" in tables
