@@ -57,6 +57,7 @@ SLOW: frozenset[str] = frozenset({
     "test_linear_models.py::test_penalised_intercept_and_one_vs_rest_are_liblinears",  # 3.4 s
     "test_mdn.py::test_log_likelihood_matches_numpy_with_correlation",  # 6.6 s
     "test_mdn.py::test_near_degenerate_covariance_is_finite_and_exact",  # 12.5 s
+    "test_metrics_writer.py::test_a_real_wandb_with_a_key_and_no_answer_from_its_server_logs_offline",  # 8.1 s
     "test_normalization.py::test_bln_inference_all_16_configurations",  # 4.1 s
     "test_normalization.py::test_bln_population_feature_statistics_per_position_not_per_slot",  # 3.5 s
     "test_normalization.py::test_bln_training_mask_excludes_padded_positions",  # 5.9 s
