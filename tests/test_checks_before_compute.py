@@ -84,6 +84,23 @@ def test_a_wandb_mode_in_the_environment_that_wandb_refuses_stops_train_first(
   assert not workdir.exists()
 
 
+@pytest.mark.parametrize("how", ["config", "environment"])
+def test_a_smoke_run_stops_on_a_data_directory_that_does_not_exist(tmp_path, capsys,
+                                                                   monkeypatch, how):
+  # smoke=true reads MNIST's embedded digits, and ignored the misspelt directory.
+  missing = tmp_path / "nope"
+  flags = [f"--config.data.data_dir={missing}"] if how == "config" else []
+  if how == "environment":
+    monkeypatch.setenv("LNORM_DATA_DIR", str(missing))
+  code = cli.main(["train", "--config", SMOKE, "--workdir", str(tmp_path / "run"), *flags])
+  err = capsys.readouterr().err
+  setting = (f"data_dir '{missing}' in the config" if how == "config" else "$LNORM_DATA_DIR")
+  assert code == 2 and err.startswith(
+      "lnorm: error: Could not find the mnist dataset. lnorm looked in:\n"
+      f"  - the data directory {missing} (set by {setting}) does not exist\n"), err
+  assert "Traceback" not in err
+
+
 @pytest.mark.parametrize("mode", [[], ["--print-commands"],
                                   ["--wandb-sweep", "sweep.yaml", "--select", "validation/error"]])
 def test_a_bad_grid_value_stops_a_sweep_before_its_first_member(tmp_path, capsys, mode):
