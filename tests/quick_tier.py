@@ -279,6 +279,7 @@ SLOW: frozenset[str] = frozenset({
     "test_rnn_fused.py::test_fused_equals_scan_in_values_and_gradients[True-wn]",  # 6.9 s
     "test_successor_norms.py::test_bfloat16_input_computes_in_float32[dyt]",  # 1.2 s
     "test_successor_norms.py::test_perm_mnist_mlp_matches_the_equations[ln_simple]",  # 1.1 s
+    "test_user_norms.py::test_the_check_tells_the_registered_per_example_normalizers_from_the_batch_ones[bln]",  # 2.9 s
     # Over 2 s in a run of the quick tier itself (two workers, the machine at load 5):
     "test_attentive_reader.py::test_forward_and_loss_match_reference[ln-False]",  # 9.1 s
     "test_attentive_reader_options.py::test_authors_input_blocks_are_glorot_when_not_square",  # 8.6 s
