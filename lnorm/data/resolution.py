@@ -46,7 +46,8 @@ def resolve(dataset: str, source: str, sources: Mapping[str, Source], auto: Sequ
 
   Under 'auto' only a missing dataset (DatasetNotFoundError) moves on to the next
   source; a malformed file is an error, because silently training on a fallback
-  would hide it.
+  would hide it. A source asked for by name refuses a data directory that is set but
+  does not exist, even one that reads none.
   """
   if source != "auto":
     check_source(dataset, source, list(sources))
