@@ -51,12 +51,13 @@ def _split_item(item: str, defaults: dict[str, Any]) -> tuple[str, str]:
                       f"Valid keys: {', '.join(defaults)}.")
   key, raw = (part.strip() for part in item.split("=", 1))
   if key not in defaults:
-    raise ConfigError(f"Unknown config argument {key!r}{_did_you_mean(key, defaults)}. "
+    raise ConfigError(f"Unknown config argument {key!r}{did_you_mean(key, defaults)}. "
                       f"Valid keys: {', '.join(defaults)}.")
   return key, raw
 
 
-def _did_you_mean(name: str, choices: Iterable[str]) -> str:
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+  """`` (did you mean 'x'?)`` for the choice closest to a misspelt ``name``, else ''."""
   close = difflib.get_close_matches(name, list(choices), n=1)
   return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -194,7 +195,7 @@ class _null:
 def _unknown_field(dotted: str, node: Any) -> None:
   keys = list(node.keys()) if isinstance(node, ml_collections.ConfigDict) else []
   leaf = dotted.split(".")[-1]
-  raise ConfigError(f"Unknown config field {dotted!r}{_did_you_mean(leaf, keys)}. "
+  raise ConfigError(f"Unknown config field {dotted!r}{did_you_mean(leaf, keys)}. "
                     f"Valid fields here: {', '.join(keys) or '(none)'}.")
 
 

@@ -57,6 +57,7 @@ SLOW: frozenset[str] = frozenset({
     "test_linear_models.py::test_penalised_intercept_and_one_vs_rest_are_liblinears",  # 3.4 s
     "test_mdn.py::test_log_likelihood_matches_numpy_with_correlation",  # 6.6 s
     "test_mdn.py::test_near_degenerate_covariance_is_finite_and_exact",  # 12.5 s
+    "test_metrics_writer.py::test_a_real_wandb_with_a_key_and_no_answer_from_its_server_logs_offline",  # 8.1 s
     "test_normalization.py::test_bln_inference_all_16_configurations",  # 4.1 s
     "test_normalization.py::test_bln_population_feature_statistics_per_position_not_per_slot",  # 3.5 s
     "test_normalization.py::test_bln_training_mask_excludes_padded_positions",  # 5.9 s
@@ -278,6 +279,7 @@ SLOW: frozenset[str] = frozenset({
     "test_rnn_fused.py::test_fused_equals_scan_in_values_and_gradients[True-wn]",  # 6.9 s
     "test_successor_norms.py::test_bfloat16_input_computes_in_float32[dyt]",  # 1.2 s
     "test_successor_norms.py::test_perm_mnist_mlp_matches_the_equations[ln_simple]",  # 1.1 s
+    "test_user_norms.py::test_the_check_tells_the_registered_per_example_normalizers_from_the_batch_ones[bln]",  # 2.9 s
     # Over 2 s in a run of the quick tier itself (two workers, the machine at load 5):
     "test_attentive_reader.py::test_forward_and_loss_match_reference[ln-False]",  # 9.1 s
     "test_attentive_reader_options.py::test_authors_input_blocks_are_glorot_when_not_square",  # 8.6 s

@@ -27,6 +27,17 @@ SMOKE = "configs/perm_mnist.py:norm=ln,batch_size=8,smoke=true"
     ("optimizer.learning_rate=nan", "optimizer.learning_rate=nan"),
     ("num_epochs=0", "num_epochs=0 and max_steps=0: the run would train nothing"),
     ("norm=lnn", "Normalizer 'lnn' is not available"),
+    ("seed=-1", "seed=-1: it seeds initialisation, data order and dropout and must be an "
+                "integer from 0 to 4294967295. Set --config.seed=0, or another seed in "
+                "that range."),
+    ("seed=4294967296", "seed=4294967296: it seeds initialisation"),
+    ("data.seed=-2", "data.seed=-2: it seeds the held-out splits and subsets"),
+    ("data.source=synthetic", "Unknown data source 'synthetic' for the mnist dataset. Its "
+                              "sources: auto, tfds, files, embedded"),
+    ("data.name=mnsit", "Unknown dataset 'mnsit' (did you mean 'mnist'?)"),
+    ("wandb.mode=disable", "wandb.mode='disable' is not a wandb mode (did you mean "
+                           "'disabled'?). Set --config.wandb.mode to one of auto, online, "
+                           "offline, disabled."),
 ])
 def test_train_refuses_bad_values_before_the_data_and_the_workdir(tmp_path, capsys,
                                                                   override, message):
@@ -48,9 +59,46 @@ def test_the_edges_pass():
   defaults.check_values(config)
   config_lib.apply_overrides(config, {"num_epochs": "0", "max_steps": "1"})
   defaults.check_values(config)  # max_steps alone sets the length.
+  config_lib.apply_overrides(config, {"seed": "4294967295", "data.seed": "0"})
+  defaults.check_values(config)  # The largest seed and the smallest.
+  for mode in defaults.WANDB_MODES:
+    config_lib.apply_overrides(config, {"wandb.mode": mode})
+    defaults.check_values(config)
   with pytest.raises(ConfigError, match="checkpoint_every_secs=0.0"):
     config_lib.apply_overrides(config, {"checkpoint_every_secs": "0"})
     defaults.check_values(config)
+
+
+def test_a_wandb_mode_in_the_environment_that_wandb_refuses_stops_train_first(
+    tmp_path, capsys, monkeypatch):
+  # wandb's own refusal was a pydantic traceback after the data had loaded.
+  monkeypatch.setenv("WANDB_MODE", "disable")
+  workdir = tmp_path / "run"
+  code = cli.main(["train", "--config", SMOKE, "--workdir", str(workdir),
+                   "--config.data.data_dir=/nonexistent"])
+  err = capsys.readouterr().err
+  assert code == 2 and err == (
+      "lnorm: error: WANDB_MODE='disable' in the environment is not a wandb mode (did you "
+      "mean 'disabled'?): wandb reads it whatever the config says. Set it to online, "
+      "offline or disabled, or unset it.\n"), err
+  assert not workdir.exists()
+
+
+@pytest.mark.parametrize("how", ["config", "environment"])
+def test_a_smoke_run_stops_on_a_data_directory_that_does_not_exist(tmp_path, capsys,
+                                                                   monkeypatch, how):
+  # smoke=true reads MNIST's embedded digits, and ignored the misspelt directory.
+  missing = tmp_path / "nope"
+  flags = [f"--config.data.data_dir={missing}"] if how == "config" else []
+  if how == "environment":
+    monkeypatch.setenv("LNORM_DATA_DIR", str(missing))
+  code = cli.main(["train", "--config", SMOKE, "--workdir", str(tmp_path / "run"), *flags])
+  err = capsys.readouterr().err
+  setting = (f"data_dir '{missing}' in the config" if how == "config" else "$LNORM_DATA_DIR")
+  assert code == 2 and err.startswith(
+      "lnorm: error: Could not find the mnist dataset. lnorm looked in:\n"
+      f"  - the data directory {missing} (set by {setting}) does not exist\n"), err
+  assert "Traceback" not in err
 
 
 @pytest.mark.parametrize("mode", [[], ["--print-commands"],

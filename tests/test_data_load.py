@@ -13,6 +13,7 @@ from lnorm.data import cifar10
 from lnorm.data import image_folder
 from lnorm.data import mnist
 from lnorm.data import tfds_source
+from lnorm.errors import ConfigError
 
 from tests.test_data_parsers import idx_bytes
 from tests.test_data_parsers import png
@@ -225,11 +226,50 @@ def test_auto_says_why_it_passed_over_each_source_in_single_parentheses(monkeypa
 
 
 def test_unknown_name_or_source():
-  with pytest.raises(ValueError, match="valid datasets: mnist, binarized_mnist, cifar10, imdb"):
+  with pytest.raises(ConfigError, match="valid datasets: mnist, binarized_mnist, cifar10, imdb"):
     data.load("svhn", {})
-  with pytest.raises(ValueError, match="valid sources: auto, tfds, files, synthetic"):
+  with pytest.raises(ConfigError, match=r"Unknown data source 'embedded' for the cifar10 "
+                     r"dataset\. Its sources: auto, tfds, files, synthetic\. Set "):
     data.load("cifar10", {"source": "embedded"})
   assert data.sources("mnist") == ("auto", "tfds", "files", "embedded")
+
+
+def test_synthetic_mnist_is_refused_with_its_sources_and_the_shipped_copy():
+  # MNIST's data-free source is its shipped digits (embedded), not synthetic data: the
+  # README's table gives synthetic only to the datasets without a shipped copy.
+  with pytest.raises(ConfigError) as e:
+    data.check_source("mnist", "synthetic")
+  assert str(e.value) == (
+      "Unknown data source 'synthetic' for the mnist dataset. Its sources: auto, tfds, "
+      "files, embedded (embedded: the copy shipped with lnorm, no download, what smoke "
+      "runs use). Set --config.data.source to one of them.")
+  with pytest.raises(ConfigError, match=r"'file' for the mnist dataset \(did you mean 'files'\?\)"):
+    data.check_source("mnist", "file")
+  with pytest.raises(ConfigError, match=r"Unknown dataset 'mnsit' \(did you mean 'mnist'\?\)"):
+    data.check_source("mnsit", "auto")
+  for source in data.sources("mnist"):
+    data.check_source("mnist", source)  # Every listed source passes.
+
+
+@pytest.mark.parametrize("source", ["embedded", "files", "tfds"])
+def test_a_data_directory_that_does_not_exist_is_refused_whatever_the_source(tmp_path,
+                                                                             monkeypatch,
+                                                                             source):
+  # A smoke run's explicit source (embedded, synthetic) ignored a misspelt directory.
+  monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path / "nope"))
+  with pytest.raises(data.DatasetNotFoundError) as e:
+    data.load("mnist", config(source=source))
+  assert str(e.value) == (
+      "Could not find the mnist dataset. lnorm looked in:\n"
+      f"  - the data directory {tmp_path / 'nope'} (set by $LNORM_DATA_DIR) does not exist\n"
+      "To fix this, point LNORM_DATA_DIR at the folder that holds the mnist data, or unset "
+      "LNORM_DATA_DIR.")
+
+
+def test_an_existing_data_directory_does_not_stop_a_source_that_reads_none(tmp_path,
+                                                                          monkeypatch):
+  monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path))  # Exists, holds no MNIST.
+  assert data.load("mnist", config(source="embedded")).source == "embedded"
 
 
 def test_data_dir_from_environment(tmp_path, monkeypatch):

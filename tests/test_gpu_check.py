@@ -259,3 +259,60 @@ def test_run_sh_rehearses_every_phase(tmp_path):
   assert f"### GPU check records in {out} (rehearsal: toy sizes)" in tables
   assert "#### Train steps at the configs' sizes" in tables and "Claims (p-values" in tables
   assert json.loads((out / "device.json").read_text())["toy"]
+
+
+# --- prepare.sh without network --------------------------------------------------------
+
+MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+               "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+
+
+def _prepare_offline(tmp_path, data_dir=None) -> subprocess.CompletedProcess:
+  """scripts/gpu/prepare.sh with a curl that fails as it does without network, first on
+  PATH, and a python3 there that fails the test if the script reaches pip: nothing
+  leaves the machine."""
+  stubs = tmp_path / "stubs"
+  stubs.mkdir()
+  (stubs / "curl").write_text(
+      "#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/curl.calls\"\n"
+      "echo 'curl: (6) Could not resolve host: storage.googleapis.com' >&2\nexit 6\n")
+  (stubs / "python3").write_text("#!/bin/sh\necho 'python3 was called' >&2\nexit 97\n")
+  for stub in ("curl", "python3"):
+    os.chmod(stubs / stub, 0o755)
+  env = {k: v for k, v in os.environ.items() if k not in ("LNORM_DATA_DIR", "MNIST_MIRROR")}
+  env.update(PATH=f"{stubs}:{os.environ['PATH']}", GPU_PREPARED=str(tmp_path / "prepared"))
+  if data_dir is not None:
+    env["LNORM_DATA_DIR"] = str(data_dir)
+  return subprocess.run([os.path.join(REPO, "scripts", "gpu", "prepare.sh")], env=env,
+                        capture_output=True, text=True, timeout=60)
+
+
+def test_prepare_without_network_or_mnist_says_what_to_supply_in_one_line(tmp_path):
+  done = _prepare_offline(tmp_path)
+  assert done.returncode == 1
+  assert done.stderr == (
+      f"prepare.sh: MNIST's {', '.join(MNIST_FILES)} are not found (LNORM_DATA_DIR is not "
+      "set) and could not be downloaded from https://storage.googleapis.com/cvdf-datasets/"
+      "mnist (curl: (6) Could not resolve host: storage.googleapis.com). Set "
+      f"LNORM_DATA_DIR to a folder holding MNIST's four files ({' '.join(MNIST_FILES)}), "
+      "in it or in its mnist/, or rerun with network (MNIST_MIRROR=<url> for another "
+      "mirror).\n")
+  # One try, not one per file, and nothing half-written left behind.
+  calls = (tmp_path / "stubs" / "curl.calls").read_text().splitlines()
+  assert len(calls) == 1 and calls[0].endswith(
+      "https://storage.googleapis.com/cvdf-datasets/mnist/train-images-idx3-ubyte.gz")
+  assert not list((tmp_path / "prepared" / "data" / "mnist").iterdir())
+
+
+def test_prepare_names_only_the_files_the_data_directory_lacks(tmp_path):
+  data_dir = tmp_path / "data"
+  (data_dir / "mnist").mkdir(parents=True)
+  for name in MNIST_FILES[:3]:  # Three of four, found in <dir>/mnist.
+    (data_dir / "mnist" / name).write_bytes(b"\x1f\x8b")
+  done = _prepare_offline(tmp_path, data_dir)
+  assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+  assert done.stderr.startswith(
+      f"prepare.sh: MNIST's t10k-labels-idx1-ubyte.gz are in neither {data_dir} nor "
+      f"{data_dir}/mnist and could not be downloaded from ")
+  copied = sorted(p.name for p in (tmp_path / "prepared" / "data" / "mnist").iterdir())
+  assert copied == sorted(MNIST_FILES[:3])

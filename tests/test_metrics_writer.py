@@ -1,14 +1,23 @@
-"""Resuming a run whose metrics.jsonl ends in a line a kill cut short."""
+"""Resuming a run whose metrics.jsonl ends in a line a kill cut short; the wandb mode
+a run logs in, and a wandb that cannot reach its server."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import types
 
 import ml_collections
 import pytest
 
-from lnorm.errors import UserError
+from lnorm.errors import ConfigError, UserError
+from lnorm.training import metrics_writer
 from lnorm.training.metrics_writer import MetricWriter, read_metrics
+from tests.helpers import REPO, lnorm_subprocess
 
 
 def test_a_cut_short_last_line_does_not_stop_the_resume(tmp_path):
@@ -39,3 +48,143 @@ def test_wandb_online_without_a_login_is_one_line_with_the_ways_out(tmp_path, mo
       "configured. Use `wandb login` to log in. To log in: `wandb login`, or set "
       "WANDB_API_KEY; or run without an account: --config.wandb.mode=offline (upload "
       "later with `wandb sync`) or --config.wandb.mode=disabled.")
+
+
+# --- which wandb mode, and a start that cannot hang ---------------------------------------
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_wandb_mode_counts_as_unset(monkeypatch, tmp_path, empty):
+  # `WANDB_MODE= lnorm train`: wandb itself refuses '' with a pydantic traceback.
+  monkeypatch.setenv("HOME", str(tmp_path))  # No ~/.netrc with a key.
+  monkeypatch.delenv("WANDB_API_KEY", raising=False)
+  monkeypatch.setenv("WANDB_MODE", empty)
+  assert metrics_writer.wandb_mode("auto") == (
+      "offline", "wandb.mode is auto and no API key was found; upload with `wandb sync`")
+  assert metrics_writer.wandb_mode("online") == ("online", "wandb.mode=online in the config")
+  metrics_writer.import_wandb("offline", "")
+  assert "WANDB_MODE" not in os.environ  # Gone before wandb reads it.
+
+
+def test_a_wandb_mode_in_the_environment_is_checked_only_where_wandb_runs(monkeypatch):
+  monkeypatch.setenv("WANDB_MODE", "ofline")
+  # Disabled: wandb never reads the environment, so nothing there stops the run.
+  assert metrics_writer.wandb_mode("disabled")[0] == "disabled"
+  for configured in ("auto", "offline"):  # wandb reads it even when given a mode.
+    with pytest.raises(ConfigError, match=r"^WANDB_MODE='ofline' in the environment is not a "
+                       r"wandb mode \(did you mean 'offline'\?\): wandb reads it"):
+      metrics_writer.wandb_mode(configured)
+  for mode in metrics_writer.ENVIRONMENT_MODES:
+    monkeypatch.setenv("WANDB_MODE", mode)
+    assert metrics_writer.wandb_mode("auto")[0] == mode
+
+
+def _unreachable_server(monkeypatch, tmp_path):
+  """wandb.init replaced: online it fails as wandb does when its server does not answer
+  in time; offline it starts. Returns the calls."""
+  wandb = pytest.importorskip("wandb")
+  calls = []
+
+  def init(**arguments):
+    calls.append(arguments)
+    if arguments["mode"] == "online":
+      raise wandb.errors.CommError("Timed out while retrying: Post \"http://10.0.0.1/graphql"
+                                   "\": dial tcp: i/o timeout.\nConsider increasing ...")
+    return types.SimpleNamespace(id=arguments["id"], settings=types.SimpleNamespace(
+        sync_dir=str(tmp_path / "wandb" / "offline-run-1")))
+
+  monkeypatch.setattr(wandb, "init", init)
+  monkeypatch.setattr(wandb, "teardown", lambda: calls.append("teardown"))
+  return calls
+
+
+def test_online_without_network_waits_a_bounded_time_then_logs_offline(monkeypatch, tmp_path,
+                                                                        caplog):
+  monkeypatch.delenv("WANDB_INIT_TIMEOUT", raising=False)
+  calls = _unreachable_server(monkeypatch, tmp_path)
+  config = ml_collections.ConfigDict({"mode": "online", "project": "p"})
+  with caplog.at_level(logging.INFO):
+    run = metrics_writer.start_wandb(str(tmp_path), {"seed": 1}, config)
+  online, teardown, offline = calls
+  assert online["settings"].init_timeout == metrics_writer.INIT_TIMEOUT_SECONDS == 30.0
+  assert teardown == "teardown"  # The failed run's id is free for the offline one.
+  assert offline["mode"] == "offline" and offline["id"] == online["id"] == run.id
+  assert {k: v for k, v in offline.items() if k != "mode"} == {
+      k: v for k, v in online.items() if k not in ("mode", "settings")}
+  warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+  assert warnings == [
+      "wandb could not reach its server in online mode (Timed out while retrying: Post "
+      "\"http://10.0.0.1/graphql\": dial tcp: i/o timeout), so this run logs offline: "
+      f"upload it later with `wandb sync {tmp_path / 'wandb' / 'offline-run-1'}`."]
+
+
+def test_wandbs_own_init_timeout_in_the_environment_wins(monkeypatch, tmp_path):
+  monkeypatch.setenv("WANDB_INIT_TIMEOUT", "5")
+  calls = _unreachable_server(monkeypatch, tmp_path)
+  metrics_writer.start_wandb(str(tmp_path), {}, ml_collections.ConfigDict(
+      {"mode": "online", "project": "p"}))
+  assert calls[0]["settings"] is None  # Passed settings would override the variable.
+
+
+#: Starts a MetricWriter in a process of its own, logs one point and closes.
+_WRITER = """
+import logging, sys
+import ml_collections
+from lnorm.training.metrics_writer import MetricWriter
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+wandb = ml_collections.ConfigDict({"mode": sys.argv[2], "project": "p"})
+writer = MetricWriter(sys.argv[1], {}, wandb)
+writer.write(1, {"train/loss": 0.5})
+writer.close()
+"""
+
+
+def test_a_real_wandb_with_a_key_and_no_answer_from_its_server_logs_offline(tmp_path):
+  """The real wandb, in a process of its own, pointed at a local port that accepts
+  connections and never answers (what a dead network looks like to it), with a dummy
+  key: nothing leaves the machine, and the process cannot hang the suite."""
+  server = socket.socket()
+  server.bind(("127.0.0.1", 0))
+  server.listen(64)  # Never accepted: the kernel completes the handshakes, no reply.
+  port = server.getsockname()[1]
+  env = {k: v for k, v in os.environ.items()
+         if not k.startswith("WANDB_") and "proxy" not in k.lower()}
+  env.update(
+      PYTHONPATH=REPO, HOME=str(tmp_path / "home"), NO_PROXY="*", WANDB_API_KEY="0" * 40,
+      WANDB_BASE_URL=f"http://127.0.0.1:{port}",
+      WANDB_INIT_TIMEOUT="2", WANDB__DISABLE_UPDATE_CHECK="true",
+      WANDB_ERROR_REPORTING="false", WANDB_SILENT="true")
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  try:
+    done = subprocess.run([sys.executable, "-c", _WRITER, str(workdir), "online"], env=env,
+                          capture_output=True, text=True, timeout=180)
+  finally:
+    server.close()
+  assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+  warnings = [l for l in done.stderr.splitlines() if l.startswith("WARNING")]
+  assert len(warnings) == 1, done.stderr[-3000:]
+  assert warnings[0].startswith("WARNING wandb could not reach its server in online mode (")
+  assert f"http://127.0.0.1:{port}/graphql" in warnings[0]
+  run_id = (workdir / "wandb_id").read_text()
+  offline = list((workdir / "wandb").glob(f"offline-run-*-{run_id}"))
+  assert len(offline) == 1 and warnings[0].endswith(
+      f"so this run logs offline: upload it later with `wandb sync {offline[0]}`.")
+  assert [r["train/loss"] for r in read_metrics(str(workdir))] == [0.5]
+
+
+@pytest.mark.slow
+def test_lnorm_train_with_an_empty_wandb_mode_logs_as_if_unset(tmp_path):
+  # The issue's `WANDB_MODE= lnorm train ...`: a pydantic traceback from wandb.
+  env = {"WANDB_MODE": "", "HOME": str(tmp_path / "home"), "WANDB_API_KEY": "",
+         "WANDB_SILENT": "true"}
+  workdir = tmp_path / "run"
+  process = lnorm_subprocess(
+      "train", "--config", os.path.join(REPO, "configs/perm_mnist.py:smoke=true"),
+      "--workdir", str(workdir), "--config.max_steps=1", "--config.progress_bar=false",
+      env=env, cwd=tmp_path)
+  _, err = process.communicate(timeout=300)
+  assert process.returncode == 0 and "Traceback" not in err, err[-3000:]
+  assert ("wandb: offline (wandb.mode is auto and no API key was found; upload with "
+          "`wandb sync`).") in err
+  assert list((workdir / "wandb").glob("offline-run-*"))

@@ -16,7 +16,8 @@ import pytest
 from lnorm import cli
 from lnorm import config as config_lib
 from lnorm.errors import ConfigError
-from lnorm.normalization import UserNormError, check_norm_choice, make_norm
+from lnorm.normalization import DEFINITIONS, UserNormError, check_norm_choice, make_norm
+from lnorm.normalization import user as user_norm
 from lnorm.rnn import (
     RecurrentLayer, make_gru_cell, make_lstm_cell, normalizer_record, recurrence_path)
 from lnorm.sweeps import space as sweep_space
@@ -62,6 +63,21 @@ class Gained(nn.Module):
   def __call__(self, x):
     gain = self.param("gain", nn.initializers.ones, (x.shape[-1],))
     return gain * jnp.tanh(x)
+
+
+def over_the_batch(x):
+  """The issue's bug: LN's arithmetic over axis 0, the batch, instead of the features."""
+  mean = jnp.mean(x, axis=0, keepdims=True)
+  var = jnp.mean(jnp.square(x - mean), axis=0, keepdims=True)
+  return (x - mean) / jnp.sqrt(var + 1e-5)
+
+
+class GainedOverTheBatch(nn.Module):
+  """A learned gain per feature on a normalization over the batch."""
+
+  @nn.compact
+  def __call__(self, x):
+    return self.param("gain", nn.initializers.ones, (x.shape[-1],)) * over_the_batch(x)
 
 
 class NeedsWidth(nn.Module):
@@ -186,9 +202,10 @@ def test_missing_module_names_it_and_the_fix():
 
 def test_missing_attribute_names_it_and_lists_the_module(user_module):
   with pytest.raises(UserNormError,
-                     match=r"has no attribute 'my_norm'\. It defines: Gained, NeedsWidth, "
-                           r"NotAModule, centred, halve, in_float32_back_to_its_dtype, "
-                           r"max_scaled, to_half"):
+                     match=r"has no attribute 'my_norm'\. It defines: Gained, "
+                           r"GainedOverTheBatch, NeedsWidth, NotAModule, centred, halve, "
+                           r"in_float32_back_to_its_dtype, max_scaled, over_the_batch, "
+                           r"to_half"):
     make_norm(f"{user_module}:my_norm")
 
 
@@ -217,6 +234,73 @@ def test_shape_change_inside_a_cell_is_refused_too(user_module):
   layer = RecurrentLayer(make_lstm_cell(f"{user_module}:halve"), 4)
   with pytest.raises(UserNormError, match="halve.*changed the shape"):
     layer.init(jax.random.key(0), _x((2, 3, 5)))
+
+
+# --- per example, checked per example -----------------------------------------------------
+
+
+def _not_per_example(path: str) -> str:
+  return (f"The normalizer {path} is not per example: its output for one example moved (by "
+          "1.2 of its size) when only the other examples of the batch changed, so it "
+          "reduces over the batch axis. A normalizer named by import path goes where LN "
+          "goes and must compute each example's output from that example alone: reduce "
+          "over the feature axis (axis=-1, keepdims=True), not axis 0.")
+
+
+@pytest.mark.parametrize("attribute, form", [("over_the_batch", "function"),
+                                             ("GainedOverTheBatch", "module")])
+def test_a_normalizer_over_the_batch_is_refused_by_name(user_module, attribute, form):
+  layer = make_norm(f"{user_module}:{attribute}").layer()
+  with pytest.raises(UserNormError) as e:
+    layer.init(jax.random.key(0), _x((5, 7)))
+  assert str(e.value) == _not_per_example(f"{user_module}:{attribute} ({form})")
+
+
+def test_a_normalizer_over_the_batch_is_refused_inside_a_cell_under_jit(user_module):
+  # As training initialises: jitted, through the recurrent layer's scan.
+  layer = RecurrentLayer(make_lstm_cell(f"{user_module}:over_the_batch"), 4)
+  with pytest.raises(UserNormError, match="over_the_batch \\(function\\) is not per example"):
+    jax.jit(layer.init)(jax.random.key(0), _x((2, 3, 5)))
+
+
+@pytest.mark.parametrize("attribute", ["centred", "Gained", "in_float32_back_to_its_dtype",
+                                       "max_scaled"])
+def test_per_example_normalizers_pass_the_check(user_module, attribute):
+  norm = user_norm.load_user_norm(f"{user_module}:{attribute}")
+  user_norm.check_per_example(norm, (7,))
+  user_norm.check_per_example(norm, (3, 5))  # A sequence's [T, F] per example.
+
+
+def test_the_check_refuses_just_above_its_tolerance_and_passes_just_below():
+  # Example 0's output leaks c times the sum of the other examples: a move of about c * 14
+  # relative to its size here, linear in c.
+  def leaking(c):
+    return lambda x: x + c * jnp.sum(x[1:], axis=0, keepdims=True)
+  per_unit = user_norm.batch_dependence(leaking(1e-3), (7,)) / 1e-3
+  below, above = (user_norm._PROBE_TOLERANCE * f / per_unit for f in (0.8, 1.25))  # pylint: disable=protected-access
+  assert user_norm.batch_dependence(leaking(below), (7,)) < user_norm._PROBE_TOLERANCE < (  # pylint: disable=protected-access
+      user_norm.batch_dependence(leaking(above), (7,)))
+  user_norm.check_per_example(user_norm.UserNormalizer("m:below", leaking(below), None), (7,))
+  with pytest.raises(UserNormError, match="m:above \\(function\\) is not per example"):
+    user_norm.check_per_example(user_norm.UserNormalizer("m:above", leaking(above), None), (7,))
+
+
+@pytest.mark.parametrize("name", list(DEFINITIONS))
+def test_the_check_tells_the_registered_per_example_normalizers_from_the_batch_ones(name):
+  # The probe against the registry's declarations: LN and its successors never move,
+  # BN and BLN (training statistics over the batch) do. `none` and WN normalize nothing.
+  layer = make_norm(name).layer()
+  batch = user_norm.probe_batches((7,))[0]
+  variables = layer.init(jax.random.key(0), batch, train=True)
+
+  def normalize(x):
+    return layer.apply(variables, x, train=True, mutable=["batch_stats"])[0]
+
+  moved = user_norm.batch_dependence(normalize, (7,))
+  if DEFINITIONS[name].per_example or name in ("none", "wn"):
+    assert moved == 0.0, moved
+  else:
+    assert name in ("bn", "bln") and moved > 0.1, moved
 
 
 def test_attribute_that_is_not_callable(user_module):
@@ -292,6 +376,7 @@ def test_bln_cifar_gives_the_conv_maps_lns_axes():
     ("halve", "changed the shape of its input from (128, 32) to (128, 16)"),
     ("to_half", "returned float16 for float32 activations"),
     ("my_norm", "has no attribute 'my_norm'"),
+    ("over_the_batch", "over_the_batch (function) is not per example"),
 ])
 def test_lnorm_train_reports_a_bad_normalizer(user_module, tmp_path, capsys, attribute,
                                               message):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from lnorm.config import did_you_mean
 from lnorm.data import binarized_mnist
 from lnorm.data import book_chars
 from lnorm.data import books
@@ -38,6 +39,8 @@ from lnorm.data.core import DatasetNotFoundError
 from lnorm.data.core import MalformedDataError
 from lnorm.data.core import data_dir
 from lnorm.data.core import option
+from lnorm.data.resolution import UnknownDataChoiceError
+from lnorm.data.resolution import check_source as _check_source
 from lnorm.data.resolution import resolve
 
 _log = logging.getLogger(__name__)
@@ -61,6 +64,11 @@ def sources(name: str) -> tuple[str, ...]:
   return ("auto", *_module(name).SOURCES)
 
 
+def check_source(name: str, source: str) -> None:
+  """Refuses, before any data loads, a dataset or a source of it that lnorm lacks."""
+  _check_source(name, source, list(_module(name).SOURCES))
+
+
 def load(name: str, data_config: Any = None) -> Dataset:
   """Loads dataset ``name`` as configured by ``data_config`` (a ConfigDict or dict).
 
@@ -80,11 +88,14 @@ def load(name: str, data_config: Any = None) -> Dataset:
 
 def _module(name: str):
   if name not in DATASETS:
-    raise ValueError(f"Unknown dataset {name!r}; valid datasets: {', '.join(DATASETS)}")
+    raise UnknownDataChoiceError(
+        f"Unknown dataset {name!r}{did_you_mean(str(name), DATASETS)}; valid datasets: "
+        f"{', '.join(DATASETS)}. Set --config.data.name to one of them.")
   return DATASETS[name]
 
 
 __all__ = [
     "DATA_DIR_ENV", "DATASETS", "DataError", "Dataset", "DatasetNotFoundError",
-    "MalformedDataError", "data_dir", "load", "sources",
+    "MalformedDataError", "UnknownDataChoiceError", "check_source", "data_dir", "load",
+    "sources",
 ]

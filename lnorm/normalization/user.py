@@ -19,13 +19,16 @@ recurrences, which know only lnorm's own row normalizers.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import inspect
 import math
 from typing import Any, Callable, Sequence
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from lnorm.config import is_import_path  # pylint: disable=unused-import  (re-exported)
 from lnorm.errors import ConfigError
@@ -102,7 +105,8 @@ class ImportedNorm(nn.Module):
   ``axes`` are the normalized axes, as LN's: they are moved last and merged into one
   feature axis for the call (a conv map ``[B, H, W, C]`` with ``axes=(1, 2, 3)`` is
   normalized as ``[B, H*W*C]``), then restored. A normalizer that changes the shape
-  is refused when the model is first built, as is one that changes the dtype.
+  is refused when the model is first built, as is one that changes the dtype or whose
+  output for one example depends on the others (:func:`check_per_example`).
   """
 
   normalizer: UserNormalizer
@@ -130,6 +134,8 @@ class ImportedNorm(nn.Module):
           f"The normalizer {self.normalizer.path} ({self.normalizer.form}) returned "
           f"{y.dtype} for {rows.dtype} activations: a normalizer must keep the dtype of "
           "its input (compute in float32 if you like, and return y.astype(x.dtype)).")
+    if self.is_initializing() and rows.ndim > 1:
+      check_per_example(self.normalizer, tuple(rows.shape[1:]))
     y = jnp.reshape(y, moved.shape)
     return jnp.transpose(y, tuple(int(i) for i in _inverse(kept + axes)))
 
@@ -143,6 +149,63 @@ class ImportedNorm(nn.Module):
           f"The normalizer {self.normalizer.path} is a Flax module class, which lnorm "
           f"constructs without arguments: {e}. Give every field a default.") from e
     return module(rows)
+
+
+#: The per-example check's batch: example 0 and two others, which the second batch
+#: scales and shifts, so that a mean, a variance or a maximum over the batch moves.
+_PROBE_EXAMPLES = 3
+
+#: How far example 0's output may move, relative to its size: a per-example
+#: normalizer computes it from example 0 alone, the same floats in both batches; one
+#: that reduces over the batch moves it by about its own size.
+_PROBE_TOLERANCE = 1e-4
+
+
+def probe_batches(example_shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+  """Two float32 batches of three examples of ``example_shape`` that differ only in
+  examples 1 and 2."""
+  batch = np.random.default_rng(0).normal(size=(_PROBE_EXAMPLES, *example_shape))
+  batch = (batch + 0.5).astype(np.float32)
+  others_changed = batch.copy()
+  others_changed[1:] = 3.0 * batch[1:] + 2.0
+  return batch, others_changed
+
+
+def batch_dependence(normalize: Callable[[Any], Any], example_shape: Sequence[int]) -> float:
+  """How far ``normalize``'s output for example 0 moves, relative to its size, between
+  the two :func:`probe_batches`: 0 for a per-example normalizer. Eager."""
+  batch, others_changed = probe_batches(example_shape)
+  first = np.asarray(normalize(jnp.asarray(batch)), np.float64)[0]
+  second = np.asarray(normalize(jnp.asarray(others_changed)), np.float64)[0]
+  # The same NaN or inf in both (0/0 on some row) is the same output.
+  same = (first == second) | (np.isnan(first) & np.isnan(second))
+  moved = np.where(same, 0.0, np.nan_to_num(np.abs(first - second), nan=np.inf))
+  return float(moved.max() / (1.0 + np.abs(np.nan_to_num(first)).max()))
+
+
+@functools.lru_cache(maxsize=None)
+def check_per_example(normalizer: UserNormalizer, example_shape: tuple[int, ...]) -> None:
+  """Refuses a user's normalizer whose output for one example depends on the other
+  examples of its batch (statistics over axis 0, as BN's): it goes where LN goes, which
+  needs it per example (a batch of one, recurrent steps, evaluation in other batch
+  sizes), and would otherwise train without a word. The normalizer alone, not the
+  model: cheap, and exact about which layer is at fault; a module form is initialised
+  afresh for it. Once per normalizer and example shape in a process."""
+  with jax.ensure_compile_time_eval():  # Concrete values, even while a model is traced.
+    normalize = normalizer.target
+    if normalizer.is_module:
+      module = normalizer.target(parent=None)
+      variables = module.init(jax.random.key(0), probe_batches(example_shape)[0])
+      normalize = functools.partial(module.apply, variables)
+    moved = batch_dependence(normalize, example_shape)
+  if moved > _PROBE_TOLERANCE:
+    raise UserNormError(
+        f"The normalizer {normalizer.path} ({normalizer.form}) is not per example: its "
+        f"output for one example moved (by {moved:.2g} of its size) when only the other "
+        "examples of the batch changed, so it reduces over the batch axis. A normalizer "
+        "named by import path goes where LN goes and must compute each example's output "
+        "from that example alone: reduce over the feature axis (axis=-1, keepdims=True), "
+        "not axis 0.")
 
 
 def _inverse(permutation: Sequence[int]) -> list[int]:

@@ -22,10 +22,12 @@ import ml_collections
 import numpy as np
 
 from lnorm import config as config_lib
+from lnorm import data
 from lnorm.data import batching
 from lnorm.data.core import Dataset
 from lnorm.errors import UserError
 from lnorm.training import defaults
+from lnorm.training import metrics_writer
 from lnorm.training import parallel
 from lnorm.training import run_files
 from lnorm.training import task as task_lib
@@ -34,8 +36,14 @@ from lnorm.training.steps import TrainState, init_train_state, length_buckets
 
 
 def check(config: ml_collections.ConfigDict) -> task_lib.Task:
-  """The one check of a config before its data loads; returns its task."""
-  return task_lib.check_config(config)
+  """The one check of a config before its data loads; returns its task. Besides the
+  config's values (``task.check_config``), what the run would otherwise find wrong
+  only after its data has loaded: a data source the dataset lacks, a ``$WANDB_MODE``
+  wandb would refuse."""
+  task = task_lib.check_config(config)
+  data.check_source(config.data.name, config.data.source)
+  metrics_writer.wandb_mode(config.wandb.mode)
+  return task
 
 
 @dataclasses.dataclass(frozen=True)

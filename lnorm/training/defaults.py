@@ -11,6 +11,7 @@ import re
 import ml_collections
 from ml_collections import config_dict
 
+from lnorm.config import did_you_mean
 from lnorm.errors import ConfigError
 
 #: Fields that may change when a run resumes: they do not change the results. Raising
@@ -124,7 +125,7 @@ def base_config() -> ml_collections.ConfigDict:
   c.wandb.name = ""
   c.wandb.tags = ()
   # 'online', 'offline' or 'disabled' win over $WANDB_MODE; 'auto' follows $WANDB_MODE
-  # when set, else is online with an API key and offline without.
+  # when set, else is online with an API key and offline without (WANDB_MODES).
   c.wandb.mode = "auto"
   # Set by `lnorm benchmark` for its members: the hash of the verdict rule and of what
   # the suite asks of the member (lnorm.analysis.rule.member_hash), so that its records
@@ -157,6 +158,19 @@ _BOUNDS = (
 )
 
 
+#: The seeds, checked with the bounds: NumPy's and JAX's generators refuse a negative
+#: seed, and scikit-learn's (the SentEval probes) one of 2**32 or more.
+_SEEDS = (
+    ("seed", "initialisation, data order and dropout"),
+    ("data.seed", "the held-out splits and subsets"),
+)
+SEED_LIMIT = 2 ** 32
+
+#: The values of ``wandb.mode``: 'auto' chooses one of the others
+#: (``lnorm.training.metrics_writer.wandb_mode``).
+WANDB_MODES = ("auto", "online", "offline", "disabled")
+
+
 def _field(config: Any, dotted: str) -> Any:
   node = config
   for part in dotted.split("."):
@@ -183,10 +197,20 @@ def check_select_on(config: Any) -> None:
         f"--config.select_on=validation/error, or '' to keep no selected model.")
 
 
+def _check_wandb_mode(mode: str | None) -> None:
+  """Refuses a ``wandb.mode`` that is none of WANDB_MODES (wandb's own refusal is a
+  pydantic traceback, after the data has loaded)."""
+  if mode is not None and mode not in WANDB_MODES:
+    raise ConfigError(f"wandb.mode={mode!r} is not a wandb mode"
+                      f"{did_you_mean(str(mode), WANDB_MODES)}. Set --config.wandb.mode to "
+                      f"one of {', '.join(WANDB_MODES)}.")
+
+
 def check_values(config: ml_collections.ConfigDict) -> None:
   """Refuses values of the shared fields no run can use (a batch size of 0, a negative
-  learning rate or max_steps), naming the field and the valid range: before any data
-  loads, where they would otherwise fail late, or train silently wrong. No JAX."""
+  learning rate, max_steps or seed, a misspelt wandb.mode), naming the field and the
+  valid values: before any data loads, where they would otherwise fail late, or train
+  silently wrong. No JAX."""
   for dotted, lowest, inclusive, what in _BOUNDS:
     value = _field(config, dotted)
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -196,6 +220,13 @@ def check_values(config: ml_collections.ConfigDict) -> None:
       bound = f">= {lowest}" if inclusive else f"> {lowest}"
       raise ConfigError(f"{dotted}={value!r}: it is {what} and must be {bound}. Set "
                         f"--config.{dotted}=... to a value {bound}.")
+  for dotted, what in _SEEDS:
+    value = _field(config, dotted)
+    if value is not None and not 0 <= value < SEED_LIMIT:
+      raise ConfigError(f"{dotted}={value!r}: it seeds {what} and must be an integer from 0 "
+                        f"to {SEED_LIMIT - 1}. Set --config.{dotted}=0, or another seed in "
+                        "that range.")
+  _check_wandb_mode(_field(config, "wandb.mode"))
   if not (_field(config, "max_steps") or 0) and _field(config, "num_epochs") == 0:
     raise ConfigError("num_epochs=0 and max_steps=0: the run would train nothing. Set "
                       "--config.num_epochs (epochs) or --config.max_steps (updates).")

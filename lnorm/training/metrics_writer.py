@@ -19,6 +19,7 @@ from typing import Any, Mapping
 import jax
 import numpy as np
 
+from lnorm.config import did_you_mean
 from lnorm.errors import ConfigError, UserError
 from lnorm.training.run_files import METRICS_FILE, read_jsonl
 
@@ -44,15 +45,41 @@ def wandb_installed() -> bool:
     return False
 
 
+#: What ``$WANDB_MODE`` may say: wandb's own modes ('dryrun' and 'run' are its old names
+#: for offline and online). Empty counts as unset.
+ENVIRONMENT_MODES = ("online", "offline", "disabled", "shared", "dryrun", "run")
+
+#: How long ``wandb.init`` may try to reach the server before the run logs offline
+#: instead: wandb's own default waits 90 s, then raises. ``$WANDB_INIT_TIMEOUT`` wins.
+INIT_TIMEOUT_SECONDS = 30.0
+
+
+def _environment_mode() -> str:
+  """``$WANDB_MODE``, '' when unset or blank; a one-line error for a value wandb would
+  refuse with a traceback."""
+  env = os.environ.get("WANDB_MODE", "").strip()
+  if env and env not in ENVIRONMENT_MODES:
+    raise ConfigError(
+        f"WANDB_MODE={env!r} in the environment is not a wandb mode"
+        f"{did_you_mean(env, ENVIRONMENT_MODES)}: wandb reads it whatever the config says. "
+        "Set it to online, offline or disabled, or unset it.")
+  return env
+
+
 def wandb_mode(configured: str) -> tuple[str, str]:
   """The wandb mode to run in, and why (for the log).
 
   An explicit ``wandb.mode`` wins over ``$WANDB_MODE``: a config override is the more
   deliberate, more local choice, and wandb itself ranks ``wandb.init``'s arguments above
-  its environment. 'auto' defers to ``$WANDB_MODE``, else is disabled when wandb is not
-  installed, online with credentials and offline without.
+  its environment. 'auto' defers to ``$WANDB_MODE`` (unless empty), else is disabled
+  when wandb is not installed, online with credentials and offline without. A
+  ``$WANDB_MODE`` that wandb would refuse is an error wherever wandb runs, since wandb
+  reads it even when given a mode.
   """
-  env = os.environ.get("WANDB_MODE")
+  if configured == "disabled":
+    env = os.environ.get("WANDB_MODE", "").strip()  # Not checked: wandb never reads it.
+  else:
+    env = _environment_mode()
   if configured != "auto":
     why = f"wandb.mode={configured} in the config"
     if env and env != configured:
@@ -76,6 +103,9 @@ def wandb_mode(configured: str) -> tuple[str, str]:
 def import_wandb(mode: str, why: str):
   """The wandb module, for logging in ``mode`` (asked for as ``why`` says); a one-line
   error naming the fix when it is not installed."""
+  if "WANDB_MODE" in os.environ and not os.environ["WANDB_MODE"].strip():
+    # `WANDB_MODE= lnorm train`: unset for lnorm, a validation traceback for wandb.
+    del os.environ["WANDB_MODE"]
   try:
     # Imported only when used: slow to import, and optional.
     return importlib.import_module("wandb")
@@ -84,6 +114,47 @@ def import_wandb(mode: str, why: str):
         f"wandb logging in mode {mode} is asked for ({why}), but wandb is not installed "
         f"({e}): `pip install wandb`, or turn it off with --config.wandb.mode=disabled "
         "(or WANDB_MODE=disabled).") from e
+
+
+def start_wandb(workdir: str, config: Mapping[str, Any], wandb_config: Any):
+  """The run's wandb run, or None when wandb is disabled.
+
+  Online, a server that cannot be reached within INIT_TIMEOUT_SECONDS (no network, a
+  firewall) is not a reason to lose the run: it logs offline instead, with one warning
+  that says how to upload it later. A login wandb refuses is an error, since only the
+  user can fix it."""
+  mode, why = wandb_mode(wandb_config.mode)
+  logging.info("wandb: %s (%s).", mode, why)
+  if mode == "disabled":
+    return None
+  wandb = import_wandb(mode, why)
+  arguments = dict(
+      project=wandb_config.project, entity=wandb_config.get("entity") or None,
+      group=wandb_config.get("group") or None, name=wandb_config.get("name") or None,
+      tags=list(wandb_config.get("tags", ()) or ()), config=dict(config),
+      dir=workdir, id=stable_run_id(workdir), resume="allow")
+  # $WANDB_INIT_TIMEOUT, when set, is wandb's; passed settings would override it.
+  settings = (None if os.environ.get("WANDB_INIT_TIMEOUT")
+              else wandb.Settings(init_timeout=INIT_TIMEOUT_SECONDS))
+  try:
+    run = wandb.init(mode=mode, settings=settings, **arguments)
+  except (wandb.errors.UsageError, wandb.errors.AuthenticationError) as e:
+    # Online without a login (or with a rejected key): one line, not a traceback.
+    raise UserError(
+        f"wandb could not start in {mode} mode ({why}): {str(e).rstrip('.')}. To "
+        "log in: `wandb login`, or set WANDB_API_KEY; or run without an account: "
+        "--config.wandb.mode=offline (upload later with `wandb sync`) or "
+        "--config.wandb.mode=disabled.") from None
+  except wandb.errors.CommError as e:
+    wandb.teardown()  # The failed run holds its id in wandb's service until then.
+    run = wandb.init(mode="offline", **arguments)
+    logging.warning(
+        "wandb could not reach its server in %s mode (%s), so this run logs offline: "
+        "upload it later with `wandb sync %s`.", mode, str(e).splitlines()[0].rstrip("."),
+        run.settings.sync_dir)
+    mode = "offline"
+  logging.info("wandb run %s (%s mode).", run.id, mode)
+  return run
 
 
 def stable_run_id(workdir: str) -> str:
@@ -109,24 +180,7 @@ class MetricWriter:
     if not self.active:
       return
     self._truncate_after(resume_step)
-    mode, why = wandb_mode(wandb_config.mode)
-    logging.info("wandb: %s (%s).", mode, why)
-    if mode != "disabled":
-      wandb = import_wandb(mode, why)
-      try:
-        self._run = wandb.init(
-            project=wandb_config.project, entity=wandb_config.get("entity") or None,
-            group=wandb_config.get("group") or None, name=wandb_config.get("name") or None,
-            tags=list(wandb_config.get("tags", ()) or ()), config=dict(config),
-            dir=workdir, id=stable_run_id(workdir), resume="allow", mode=mode)
-      except (wandb.errors.UsageError, wandb.errors.AuthenticationError) as e:
-        # Online without a login (or with a rejected key): one line, not a traceback.
-        raise UserError(
-            f"wandb could not start in {mode} mode ({why}): {str(e).rstrip('.')}. To "
-            "log in: `wandb login`, or set WANDB_API_KEY; or run without an account: "
-            "--config.wandb.mode=offline (upload later with `wandb sync`) or "
-            "--config.wandb.mode=disabled.") from None
-      logging.info("wandb run %s (%s mode).", self._run.id, mode)
+    self._run = start_wandb(workdir, config, wandb_config)
 
   def _truncate_after(self, step: int) -> None:
     """Drops points logged after the checkpoint we resume from: they are re-made."""

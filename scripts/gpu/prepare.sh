@@ -28,25 +28,54 @@ mnist_mirror="${MNIST_MIRROR:-https://storage.googleapis.com/cvdf-datasets/mnist
 
 mkdir -p "$prep/wheels" "$prep/data/mnist"
 
-echo "== wheels (pure Python, for Python 3.12) into $prep/wheels"
-python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
-    --implementation cp --platform any -d "$prep/wheels" "${wheels[@]}"
-
+# MNIST first: without network, the one thing a user can supply (LNORM_DATA_DIR).
 echo "== MNIST into $prep/data/mnist"
+missing=()
 for name in "${mnist_files[@]}"; do
   dest="$prep/data/mnist/$name"
   [ -s "$dest" ] && continue
   found=""
-  for dir in "${LNORM_DATA_DIR:-}/mnist" "${LNORM_DATA_DIR:-}"; do
-    if [ -n "${LNORM_DATA_DIR:-}" ] && [ -s "$dir/$name" ]; then found="$dir/$name"; break; fi
-  done
-  if [ -n "$found" ]; then
-    cp "$found" "$dest"
-  else
-    echo "   downloading $name from $mnist_mirror"
-    curl -fsSL --retry 3 -o "$dest.part" "$mnist_mirror/$name" && mv "$dest.part" "$dest"
+  if [ -n "${LNORM_DATA_DIR:-}" ]; then
+    for dir in "$LNORM_DATA_DIR/mnist" "$LNORM_DATA_DIR"; do
+      if [ -s "$dir/$name" ]; then found="$dir/$name"; break; fi
+    done
   fi
+  if [ -n "$found" ]; then cp "$found" "$dest"; else missing+=("$name"); fi
 done
+for i in "${!missing[@]}"; do
+  name="${missing[$i]}"
+  dest="$prep/data/mnist/$name"
+  echo "   downloading $name from $mnist_mirror"
+  if ! why=$(curl -fsS --location --retry 3 --connect-timeout 20 -o "$dest.part" \
+             "$mnist_mirror/$name" 2>&1); then
+    rm -f "$dest.part"
+    lacking="${missing[*]:$i}"
+    where="not found (LNORM_DATA_DIR is not set)"
+    [ -n "${LNORM_DATA_DIR:-}" ] && where="in neither $LNORM_DATA_DIR nor $LNORM_DATA_DIR/mnist"
+    echo "prepare.sh: MNIST's ${lacking// /, } are $where and could not be downloaded from" \
+         "$mnist_mirror (${why##*$'\n'}). Set LNORM_DATA_DIR to a folder holding MNIST's" \
+         "four files (${mnist_files[*]}), in it or in its mnist/, or rerun with network" \
+         "(MNIST_MIRROR=<url> for another mirror)." >&2
+    exit 1
+  fi
+  mv "$dest.part" "$dest"
+done
+
+echo "== wheels (pure Python, for Python 3.12) into $prep/wheels"
+needed=()
+for spec in "${wheels[@]}"; do
+  name="${spec%%==*}"
+  compgen -G "$prep/wheels/${name//-/_}-${spec##*==}-*.whl" > /dev/null || needed+=("$spec")
+done
+if [ "${#needed[@]}" -gt 0 ] && ! why=$(python3 -m pip download --quiet --no-deps \
+    --only-binary=:all: --python-version 3.12 --implementation cp --platform any \
+    -d "$prep/wheels" "${needed[@]}" 2>&1); then
+  echo "prepare.sh: pip could not download ${needed[*]} (${why##*$'\n'}). Rerun with" \
+       "network to PyPI, or put those wheels into $prep/wheels (pip download --no-deps" \
+       "${needed[*]} -d <dir>, where PyPI is reachable)." >&2
+  exit 1
+fi
+
 # The files must be MNIST's: IDX magic numbers and counts, whatever the mirror.
 python3 - "$prep/data/mnist" <<'EOF'
 import gzip, os, struct, sys
