@@ -74,3 +74,16 @@ def test_readme_and_train_help_give_the_measured_cloze_cache():
   assert "78 MB `.npz` + 41 MB CBT text" in row
   assert re.search(r"78 MB of \.npz plus 41 MB of CBT-format text", cache.HELP)
   assert "7 MB" not in cache.HELP and "one `.npz` per dataset" not in readme()
+
+
+def test_the_readme_copies_no_verdict_and_points_to_the_generated_results():
+  """The verdicts live in docs/results.md, which `lnorm benchmark --report-only
+  --update` writes from the records: a copy in the README went stale (issue 56)."""
+  section = readme().split("## Experiments", 1)[1].split("\n## ", 1)[0]
+  assert "[docs/results.md](docs/results.md)" in section
+  assert "--report-only --update docs/results.md" in section
+  verdict_words = ("reproduced", "inconclusive", "not testable", "no difference")
+  assert not [w for w in verdict_words if w in section.lower()]
+  # Every experiment of the registry has its row, by its config.
+  from lnorm.training.experiments import EXPERIMENTS  # pylint: disable=g-import-not-at-top
+  assert all(f"`configs/{name}.py`" in section for name in EXPERIMENTS)
