@@ -229,12 +229,10 @@ class Hypothesis:
   p: float
 
 
-_EVERYWHERE = math.inf
-
-
 def _hypotheses(claim: Claim, e: Estimate) -> list[Hypothesis]:
-  """Every hypothesis ``claim``'s verdict can rest on, each tested on ``e``."""
-  m, inf = claim.margin, _EVERYWHERE
+  """Every hypothesis ``claim``'s verdict can rest on, each tested on ``e``
+  (docs/benchmark.md, "The hypotheses, and many claims", has them as a table)."""
+  m, inf = claim.margin, math.inf
   margin = _effect_text(claim, m)
 
   def h(name, rejects, *spans):
