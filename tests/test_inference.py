@@ -166,7 +166,10 @@ def test_the_hypotheses_that_can_be_true_at_once():
   m, size = 0.1, math.log(0.5)
   zero, beyond = (Span(0.0, 0.0),), (Span(-INF, -m), Span(m, INF))
   claimed, under = (Span(size, size),), (Span(-m, m, True, True),)
-  count = lambda *nulls: inference.most_true_at_once(nulls)  # pylint: disable=unnecessary-lambda-assignment
+
+  def count(*nulls):
+    return inference.most_true_at_once(nulls)
+
   # No effect and an effect of the margin or more: never both.
   assert count(Null("a", zero), Null("a", beyond)) == 1
   # The claimed size lies beyond the margin: it and "the margin or more" can be.

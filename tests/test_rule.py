@@ -84,7 +84,7 @@ def judge(root, claim, metric="validation/error"):
 SPEED = claims.Claim("c", "faster", "test", "ln", "none")
 
 
-# --- the speed statistic -----------------------------------------------------------------------
+# --- the speed statistic ---------------------------------------------------------------------
 
 
 def test_a_baseline_judged_against_itself_is_no_difference(tmp_path):
@@ -277,7 +277,7 @@ def test_the_target_is_resampled_so_its_uncertainty_is_in_the_interval(tmp_path,
   assert ev.estimate.se != pytest.approx(ev_fixed.estimate.se, rel=0.05)
 
 
-# --- many claims, seeds by power ----------------------------------------------------------------
+# --- many claims, seeds by power -------------------------------------------------------------
 
 
 def evidence_of(claim, value, se, n=5, floor=0.0):
@@ -341,7 +341,7 @@ def test_the_inconclusive_verdict_names_the_seeds_needed(tmp_path):
   assert f"{ev.needed} seeds needed (3 run, over the CPU cap of {rule.SEED_CAP})" in verdict.why
 
 
-# --- the validity gate ----------------------------------------------------------------------------
+# --- the validity gate -----------------------------------------------------------------------
 
 
 def test_a_baseline_that_does_not_learn_leaves_the_claim_not_testable(tmp_path):
@@ -515,7 +515,7 @@ def test_a_higher_is_better_metric_with_a_seed_that_diverged_before_its_first_ev
   assert "mean best 80 over 3 seeds" in gate.why and "random ranking's 30" in gate.why
 
 
-# --- what a final value reads ----------------------------------------------------------------------
+# --- what a final value reads ----------------------------------------------------------------
 
 
 FINAL = claims.Claim("c", "ends lower", "t", "bln", "bn", kind="final")
@@ -585,7 +585,7 @@ def test_a_crossing_interpolated_at_an_asymmetric_level():
   assert x.steps[1] == pytest.approx(31.0)
 
 
-# --- the kinds, equivalence and the claimed size ---------------------------------------------------
+# --- the kinds, equivalence and the claimed size ---------------------------------------------
 
 
 @pytest.mark.parametrize("kind,value,se,expected", [
@@ -628,8 +628,8 @@ def test_no_difference_is_an_equivalence_test_at_the_default_margin_in_the_famil
   assert 0.025 < p_equivalence < 0.05
   both = claims.decide([alone, evidence_of(SPEED, e, 0.034)])
   assert [v.verdict for v in both] == [claims.INCONCLUSIVE] * 2
-  assert f"a difference of 10% or more: p = {p_equivalence:.2g}, {2 * p_equivalence:.2g} adjusted" in (
-      both[0].why)
+  shown = f"a difference of 10% or more: p = {p_equivalence:.2g}, {2 * p_equivalence:.2g}"
+  assert f"{shown} adjusted" in both[0].why
 
 
 def test_a_claimed_size_gets_its_own_test_smaller_than_claimed_not_no_difference():
@@ -663,7 +663,7 @@ def test_step_time_claims_are_not_judged_from_member_timings(tmp_path):
   assert "a step-time claim needs a dedicated timing" in verdict.why
 
 
-# --- the rule's hash ------------------------------------------------------------------------------
+# --- the rule's hash -------------------------------------------------------------------------
 
 
 #: The hash of rule version 3 and its claims (benchmark_suite.rule_hash).
@@ -683,7 +683,10 @@ def test_the_rules_hash_covers_its_claims_but_not_their_wording():
   e = suite.BY_NAME["draw"]
   reworded = dataclasses.replace(e.claims[0], text="LN is quicker", source="elsewhere")
   resized = dataclasses.replace(e.claims[0], claimed_ratio=0.7)
-  of = lambda spec: rule.rule_hash(suite.claims_record([spec]))  # pylint: disable=unnecessary-lambda-assignment
+
+  def of(spec):
+    return rule.rule_hash(suite.claims_record([spec]))
+
   assert of(dataclasses.replace(e, claims=(reworded,) + e.claims[1:])) == of(e)
   assert of(dataclasses.replace(e, claims=(resized,) + e.claims[1:])) != of(e)
 

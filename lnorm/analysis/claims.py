@@ -465,7 +465,8 @@ def _verdict(ev: Evidence, adjusted: Mapping[str, float]) -> tuple[str, str, str
     if "at chance" in shown:
       return REPRODUCED, f"does not beat the trivial model by {margin}", "at chance"
     if "learns" in shown:
-      return NOT_REPRODUCED, f"it learns: it beats the trivial model by more than {margin}", "learns"
+      return (NOT_REPRODUCED, f"it learns: it beats the trivial model by more than {margin}",
+              "learns")
   return INCONCLUSIVE, _need_text(ev), ev.hypotheses[0].rejects
 
 
