@@ -82,7 +82,8 @@ def get_sweep(name=None):
       "figure6": figure6,  # The same grid under the figure's name.
       # The claim test on a CPU: the benchmark's own members (`lnorm benchmark
       # --experiments perm_mnist` runs the same), batch 4 with every normalizer it
-      # judges, five seeds, one epoch.
+      # judges, one epoch, the pilot's first three seeds (the benchmark sizes the pilot
+      # from seed 0's minutes and adds the seeds its claims need).
       "cpu": benchmark_suite.sweep_grid("perm_mnist", "cpu"),
       # LN vs BN at batch 128 over three seeds: mean and spread in the summary.
       "seeds": [{**_figure6_member(n, 128), "seed": s} for n in ("bn", "ln") for s in (0, 1, 2)],

@@ -1,4 +1,4 @@
-"""The benchmark's verdicts, rule version 2 (``lnorm.analysis.rule``): one verdict per
+"""The benchmark's verdicts, rule version 3 (``lnorm.analysis.rule``): one verdict per
 claim, and the headline table.
 
 A claim compares two sides of one experiment: the runs whose config field (``norm``
@@ -8,17 +8,19 @@ as pairs. Every decision is taken on a validation metric; test values are report
 the evaluation validation selects. What a claim's kind measures:
 
 - ``speed``: updates to reach the baseline's levels, as a ratio (:mod:`speed`);
-- ``final``: each seed's best validation value (or, with ``value="bln_protocol"``,
+- ``final``: each seed's last validation value (or, with ``value="bln_protocol"``,
   the BLN paper's protocol: BLN's test value under the inference configuration its
   search selected on validation, against the other's test value after its last
   epoch), as a difference;
-- ``matches`` (equivalence within the minimum effect), ``matches_or_beats``
-  (non-inferiority), ``at_chance`` (does not beat the trivial model by the minimum
-  effect), ``step_time`` (training seconds per update, as a ratio).
+- ``matches`` (equivalence within the margin), ``matches_or_beats``
+  (non-inferiority), ``at_chance`` (the last value does not beat the trivial model by
+  the margin), ``step_time`` (not judged from member timings: see :func:`judge`).
 
-Each claim gets its evidence (:func:`judge`); the verdicts follow for all claims at
-once (:func:`decide`), because Holm's adjustment of the p-values needs them all. The
-rule in words is in ``docs/benchmark.md``.
+Each claim gets its evidence (:func:`judge`): the validity gate, then an estimate and
+the hypotheses a verdict can rest on, each with the p-value the estimate's interval
+gives it (``inference.region_p_value``). The verdicts follow for all claims at once
+(:func:`decide`), because the multiplicity adjustment needs every hypothesis of every
+claim. The rule in words is in ``docs/benchmark.md``.
 """
 
 from __future__ import annotations
@@ -38,12 +40,13 @@ from lnorm.analysis import report
 from lnorm.analysis import rule
 from lnorm.analysis import speed as speed_lib
 from lnorm.analysis import validity
-from lnorm.analysis.inference import Estimate
+from lnorm.analysis.inference import Estimate, Span
 from lnorm.analysis.runs import Run, lower_is_better, train_seconds
 
 # The verdict labels, for readers of this module.
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = rule.REPRODUCED, rule.NOT_REPRODUCED, rule.INCONCLUSIVE
 NOT_RUN, NOT_TESTABLE, NO_DIFFERENCE = rule.NOT_RUN, rule.NOT_TESTABLE, rule.NO_DIFFERENCE
+SMALLER_THAN_CLAIMED = rule.SMALLER_THAN_CLAIMED
 
 KINDS, RATIO_KINDS, Claim = rule.KINDS, rule.RATIO_KINDS, rule.Claim
 
@@ -106,17 +109,40 @@ def side_runs(runs: Sequence[Run], where: Mapping[str, str], field: str,
                 key=_seed)
 
 
+def side_seeds(runs: Sequence[Run], experiment: str, claim: Claim) -> tuple[set[int], set[int]]:
+  """The seeds of the finished runs on each side of ``claim``: (its, against's)."""
+  finished = finished_runs(runs, experiment)
+  return tuple({_seed(r) for r in side_runs(finished, claim.where, claim.field, v)}
+               for v in (claim.norm, claim.against))  # type: ignore[return-value]
+
+
 def _side(runs: Sequence[Run], metric: str, lower: bool) -> speed_lib.Side:
   return speed_lib.Side(tuple(_seed(r) for r in runs),
                         tuple(curves_lib.curve(r, metric, lower) for r in runs))
 
 
-# --- per-seed values of the final-value kinds --------------------------------------------------
+def arm_name(claim: Claim, value: str) -> str:
+  """A side of ``claim`` as the verdicts name it: ``ln``, or ``field=value``."""
+  return value if claim.field == "norm" else f"{claim.field}={value}"
+
+
+# --- per-seed values ---------------------------------------------------------------------------
 
 
 def best_value(run: Run, metric: str, lower: bool) -> float | None:
-  """The seed's best validation value, lower is better (negated otherwise)."""
+  """The seed's best validation value, lower is better (negated otherwise): what the
+  gate and the headline table read, never a final-value claim."""
   return validity.best_value(curves_lib.curve(run, metric, lower))
+
+
+def last_value(run: Run, metric: str, lower: bool) -> float | None:
+  """The seed's last validation value (a step logged twice keeps its last value),
+  lower is better: the model the run ends with. A run that stopped on a value that
+  was not finite ends with no model: None."""
+  if run.diverged:
+    return None
+  c = curves_lib.curve(run, metric, lower)
+  return float(c.values[-1]) if len(c.values) else None
 
 
 def seconds_per_update(run: Run) -> float | None:
@@ -131,18 +157,26 @@ def log_seconds_per_update(run: Run, metric: str, lower: bool) -> float | None:
   return math.log(v) if v else None
 
 
-#: How a claim reads one seed: (run, metric, lower is better) -> value, lower is
-#: better. ``bln_protocol``: the BLN paper's protocol (lnorm.analysis.bln_protocol).
+#: How a seed is read: (run, metric, lower is better) -> value, lower is better.
+#: ``last``: the final-value claims' (rule.FINAL_VALUE); ``bln_protocol``: the BLN
+#: paper's protocol, and ``bln_protocol_population`` the same with BLN restricted to
+#: population batch statistics (lnorm.analysis.bln_protocol); ``best``: the gate's.
 VALUES: dict[str, Callable[[Run, str, bool], float | None]] = {
-    "best": best_value, "bln_protocol": bln_protocol.protocol_value,
+    "best": best_value, "last": last_value, "bln_protocol": bln_protocol.protocol_value,
+    "bln_protocol_population": bln_protocol.population_value,
     "log_seconds_per_update": log_seconds_per_update}
+
+#: What each reader's values are called in a verdict.
+READ_AS = {"best": "best values", "last": "last values",
+           "bln_protocol": "test values under the BLN paper's protocol"}
 
 
 def _values(runs: Sequence[Run], read: str, metric: str, lower: bool,
             trivial: float | None) -> dict[int, float]:
-  """One value per seed; a seed that stopped as not finite before it logged any
-  value counts as the trivial model (it learned nothing), and is left out when no
-  trivial value is known."""
+  """One value per seed; a seed that stopped as not finite without a value to read
+  (before it logged any, or, for a final value, at all: it ends with no model)
+  counts as the trivial model (it learned nothing), and is left out when no trivial
+  value is known."""
   out = {}
   for r in runs:
     v = VALUES[read](r, metric, lower)
@@ -151,10 +185,6 @@ def _values(runs: Sequence[Run], read: str, metric: str, lower: bool,
     if v is not None:
       out[_seed(r)] = v
   return out
-
-
-def _reader(claim: Claim) -> str:
-  return "log_seconds_per_update" if claim.kind == "step_time" else claim.value
 
 
 def _difference(ours: Mapping[int, float], theirs: Mapping[int, float]) -> Estimate | None:
@@ -184,6 +214,51 @@ def _one_sample(values: Sequence[float], minus: float) -> Estimate | None:
                   len(v), True)
 
 
+# --- the hypotheses a verdict can rest on ---------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Hypothesis:
+  """A null hypothesis about a claim's effect (oriented negative-is-claimed): that it
+  lies in ``region``; rejecting it gives the verdict ``rejects`` (read by
+  :func:`_verdict`). ``p`` is ``inference.region_p_value``'s: below the level exactly
+  when the claim's 95% interval misses the region."""
+  name: str  # The null, as a verdict's text names it.
+  rejects: str  # What its rejection shows: "effect", "no difference", ...
+  region: inference.Region
+  p: float
+
+
+def _hypotheses(claim: Claim, e: Estimate) -> list[Hypothesis]:
+  """Every hypothesis ``claim``'s verdict can rest on, each tested on ``e``
+  (docs/benchmark.md, "The hypotheses, and many claims", has them as a table)."""
+  m, inf = claim.margin, math.inf
+  margin = _effect_text(claim, m)
+
+  def h(name, rejects, *spans):
+    return Hypothesis(name, rejects, tuple(spans), inference.region_p_value(e, tuple(spans)))
+
+  if claim.kind in ("speed", "final"):
+    out = [h("no effect", "effect", Span(0.0, 0.0)),
+           h(f"a difference of {margin} or more", "no difference",
+             Span(-inf, -m), Span(m, inf))]
+    if claim.claimed_effect is not None:
+      size = claim.claimed_effect
+      out.append(h(f"the claimed {claim.claimed_ratio:g}", "size", Span(size, size)))
+    return out
+  if claim.kind == "matches":
+    return [h(f"a difference of {margin} or more", "within", Span(-inf, -m), Span(m, inf)),
+            h(f"a difference under {margin}", "beyond", Span(-m, m, True, True))]
+  if claim.kind == "matches_or_beats":
+    return [h(f"worse by {margin} or more", "not worse", Span(m, inf)),
+            h(f"worse by less than {margin}, or better", "worse", Span(-inf, m, False, True))]
+  if claim.kind == "at_chance":
+    return [h(f"better than the trivial model by {margin} or more", "at chance",
+              Span(-inf, -m)),
+            h(f"better by less than {margin}, or worse", "learns", Span(-m, inf, True))]
+  raise ValueError(f"claim {claim.key}: no hypotheses for kind {claim.kind!r}")
+
+
 # --- one claim's evidence --------------------------------------------------------------------
 
 
@@ -192,33 +267,72 @@ class Evidence:
   """What a claim's runs show, before the family's adjustment decides the verdict.
 
   ``verdict`` is set when no test is needed (not run, not testable, too few seeds);
-  otherwise ``estimate`` and ``p`` are. Effects are oriented so that negative is the
-  claimed direction (fewer updates, a lower error)."""
+  otherwise ``estimate`` and ``hypotheses`` are. Effects are oriented so that
+  negative is the claimed direction (fewer updates, a lower error)."""
   claim: Claim
   metric: str
   verdict: str = ""
   why: str = ""
   estimate: Estimate | None = None
-  p: float | None = None
+  hypotheses: list[Hypothesis] = dataclasses.field(default_factory=list)
   seeds: int = 0
   needed: int | None = None
   notes: list[str] = dataclasses.field(default_factory=list)
   speed: speed_lib.SpeedResult | None = None
 
-
-def _p_value(kind: str, e: Estimate, m: float) -> float:
-  """The p-value of the claim's own test, on effects oriented negative-is-claimed."""
-  if kind == "matches":  # Two one-sided tests: within (-m, m).
-    return max(e.one_sided_p(-m, above=True), e.one_sided_p(m, above=False))
-  if kind == "matches_or_beats":  # Not worse by m or more.
-    return e.one_sided_p(m, above=False)
-  if kind == "at_chance":  # Not better than chance by m or more.
-    return e.one_sided_p(-m, above=True)
-  return e.p_value()
+  @property
+  def p(self) -> float | None:
+    """The p-value of the claim's first hypothesis (its effect, its equivalence...);
+    None when nothing was tested."""
+    return self.hypotheses[0].p if self.hypotheses else None
 
 
 def _needed(claim: Claim, e: Estimate) -> int | None:
   return inference.seeds_needed(claim.effect, e.sigma, e.floor, e.paired)
+
+
+def _gate(ev: Evidence, cell: Sequence[Run], ours: Sequence[Run], theirs: Sequence[Run],
+          lower: bool) -> str:
+  """The validity gate (lnorm.analysis.validity) on both arms of the claim; returns
+  why the claim is not testable, or "" when it passed."""
+  claim, metric = ev.claim, ev.metric
+  found = validity.trivial_value(list(ours) + list(theirs) + list(cell), metric)
+  trivial = None if found is None else (found[0] if lower else -found[0])
+  if found is None:
+    ev.notes.append("no trivial model recorded: whether the arms learn was not checked")
+  elif claim.kind == "at_chance":
+    # The claim is that its arm does not learn: the task must be learnable in its cell.
+    others = sorted({str(r.config.get(claim.field)) for r in cell} - {claim.norm})
+    gates = [validity.learned(
+        list(_values(side_runs(cell, {}, claim.field, o), "best", metric, lower,
+                     trivial).values()), trivial, found[1], arm_name(claim, o), lower)
+             for o in others]
+    if not any(g.passed for g in gates):
+      return ("no other normalizer shows the task can be learned in this cell: "
+              + ("; ".join(f"{o}: {g.why}" for o, g in zip(others, gates)) or "none ran"))
+  else:
+    for value, side in ((claim.norm, ours), (claim.against, theirs)):
+      gate = validity.learned(list(_values(side, "best", metric, lower, trivial).values()),
+                              trivial, found[1], arm_name(claim, value), lower)
+      if not gate.passed:
+        return f"{arm_name(claim, value)} does not learn: {gate.why}"
+  if claim.kind == "speed":
+    gate = validity.evaluated_each_level(
+        [curves_lib.curve(r, metric, lower) for r in theirs])
+    if not gate.passed:
+      return f"the curve is not evaluated often enough: {gate.why}"
+  if claim.needs_convergence:
+    gate = validity.converged([curves_lib.curve(r, metric, lower) for r in theirs],
+                              arm_name(claim, claim.against))
+    if not gate.passed:
+      return f"the run ends before the baseline converges: {gate.why}"
+  return ""
+
+
+#: Why the step-time claims are not judged from the members' records.
+STEP_TIME_NOT_JUDGED = (
+    "not judged from the members' timings, which measure the machine's load (one "
+    "setting's members vary up to 4x): a step-time claim needs a dedicated timing")
 
 
 def judge(runs: Sequence[Run], experiment: str, claim: Claim, metric: str) -> Evidence:
@@ -227,10 +341,13 @@ def judge(runs: Sequence[Run], experiment: str, claim: Claim, metric: str) -> Ev
   finished = finished_runs(runs, experiment)
   ours = side_runs(finished, claim.where, claim.field, claim.norm)
   theirs = side_runs(finished, claim.where, claim.field, claim.against)
-  missing = [v if claim.field == "norm" else f"{claim.field}={v}"
-             for v, side in ((claim.norm, ours), (claim.against, theirs)) if not side]
+  missing = [arm_name(claim, v) for v, side in ((claim.norm, ours), (claim.against, theirs))
+             if not side]
   if missing:
     ev.verdict, ev.why = NOT_RUN, f"no finished {' or '.join(missing)} runs yet"
+    return ev
+  if claim.kind == "step_time":
+    ev.verdict, ev.why = NOT_TESTABLE, STEP_TIME_NOT_JUDGED
     return ev
   silent = [r.name for r in ours + theirs if not r.diverged and not r.records(metric)]
   if silent:
@@ -238,38 +355,20 @@ def judge(runs: Sequence[Run], experiment: str, claim: Claim, metric: str) -> Ev
     ev.why = f"{len(silent)} run(s) logged no {metric}: {', '.join(silent[:4])}"
     return ev
   lower = lower_is_better(metric)
-  task = side_runs(finished, {k: v for k, v in claim.where.items() if k != "norm"},
-                   "norm", "none")
-  found = validity.trivial_value(task or ours + theirs, metric)
-  trivial = None if found is None else (found[0] if lower else -found[0])
-  if found is None:
-    ev.notes.append("no trivial baseline recorded: the task gate was not checked")
-  elif task:
-    gate = validity.learned([curves_lib.curve(r, metric, lower) for r in task],
-                            found[0], found[1], lower)
-    if not gate.passed:
-      ev.verdict, ev.why = NOT_TESTABLE, f"the task is not learned: {gate.why}"
-      return ev
-  if claim.kind == "speed":
-    gate = validity.evaluated_each_level(
-        [curves_lib.curve(r, metric, lower) for r in theirs])
-    if not gate.passed:
-      ev.verdict = NOT_TESTABLE
-      ev.why = f"the curve is not evaluated often enough: {gate.why}"
-      return ev
-  if claim.needs_convergence:
-    gate = validity.converged([curves_lib.curve(r, metric, lower) for r in theirs],
-                              claim.against if claim.field == "norm"
-                              else f"{claim.field}={claim.against}")
-    if not gate.passed:
-      ev.verdict = NOT_TESTABLE
-      ev.why = f"the run ends before the baseline converges: {gate.why}"
-      return ev
+  cell = [r for r in finished if compare.matches(
+      r.config, {k: v for k, v in claim.where.items() if k != claim.field})]
+  not_testable = _gate(ev, cell, ours, theirs, lower)
+  if not_testable:
+    ev.verdict, ev.why = NOT_TESTABLE, not_testable
+    return ev
   ev.seeds = min(len(ours), len(theirs)) if claim.kind != "at_chance" else len(ours)
   if ev.seeds < rule.MIN_SEEDS:
     ev.verdict = INCONCLUSIVE
     ev.why = f"{len(ours)} and {len(theirs)} seeds; the rule's pilot needs {rule.MIN_SEEDS}"
     return ev
+  found = validity.trivial_value(ours + theirs + cell, metric)
+  trivial = None if found is None else (found[0] if lower else -found[0])
+  sign = 1 if lower else -1
   if claim.kind == "speed":
     result = speed_lib.speed(_side(theirs, metric, lower), _side(ours, metric, lower))
     ev.speed, ev.estimate = result, result.estimate
@@ -278,31 +377,44 @@ def judge(runs: Sequence[Run], experiment: str, claim: Claim, metric: str) -> Ev
               f"{result.estimate.n} seeds)")
     if result.censored or result.censored_baseline:
       ev.why += (f"; crossings after the run: {result.censored}/{result.crossings} of "
-                 f"{claim.norm}, {result.censored_baseline} of {claim.against}")
+                 f"{arm_name(claim, claim.norm)}, {result.censored_baseline} of "
+                 f"{arm_name(claim, claim.against)}")
   elif claim.kind == "at_chance":
     if trivial is None:
-      ev.verdict, ev.why = INCONCLUSIVE, "no trivial baseline recorded to compare with"
+      ev.verdict, ev.why = INCONCLUSIVE, "no trivial model recorded to compare with"
       return ev
-    values = _values(ours, _reader(claim), metric, lower, trivial)
+    values = _values(ours, claim.value, metric, lower, trivial)
     ev.estimate = _one_sample(list(values.values()), trivial)
-    ev.why = f"best value minus the trivial model's {difference_text(ev.estimate, 1 if lower else -1)}"
+    ev.why = (f"{claim.value} value minus the trivial model's "
+              f"{difference_text(ev.estimate, sign)} ({ev.estimate.n} seeds)")
   else:
-    ev.estimate = _difference(_values(ours, _reader(claim), metric, lower, trivial),
-                              _values(theirs, _reader(claim), metric, lower, trivial))
+    ev.estimate = _difference(_values(ours, claim.value, metric, lower, trivial),
+                              _values(theirs, claim.value, metric, lower, trivial))
     if ev.estimate is None:
       ev.verdict, ev.why = INCONCLUSIVE, "too few seeds with a value"
       return ev
-    what = {"log_seconds_per_update": "seconds per update, ratio",
-            "best": "difference of best values",
-            "bln_protocol": "difference of test values under the BLN paper's protocol"
-            }[_reader(claim)]
-    text = (ratio_text(ev.estimate) if claim.kind in RATIO_KINDS
-            else difference_text(ev.estimate, 1 if lower else -1))
-    ev.why = (f"{what} {text} ({'paired' if ev.estimate.paired else 'unpaired'}, "
-              f"{ev.estimate.n} seeds)")
-  ev.p = _p_value(claim.kind, ev.estimate, claim.effect)
+    ev.why = (f"difference of {READ_AS[claim.value]} {difference_text(ev.estimate, sign)} "
+              f"({'paired' if ev.estimate.paired else 'unpaired'}, {ev.estimate.n} seeds)")
+    if claim.value == "bln_protocol":
+      ev.notes += _protocol_notes(ours, theirs, metric, lower, trivial, sign)
+  ev.hypotheses = _hypotheses(claim, ev.estimate)
   ev.needed = _needed(claim, ev.estimate)
   return ev
+
+
+def _protocol_notes(ours: Sequence[Run], theirs: Sequence[Run], metric: str, lower: bool,
+                    trivial: float | None, sign: float) -> list[str]:
+  """What a protocol claim's line says beside its verdict: which statistics BLN's
+  selected configurations take, and the protocol's difference with BLN restricted to
+  population batch statistics (shown, not tested)."""
+  notes = [bln_protocol.statistics_note(list(ours) + list(theirs))]
+  population = _difference(
+      _values(ours, "bln_protocol_population", metric, lower, trivial),
+      _values(theirs, "bln_protocol_population", metric, lower, trivial))
+  if population is not None:
+    notes.append("with BLN restricted to population batch statistics (pp..), "
+                 f"{difference_text(population, sign)} (shown, not a verdict)")
+  return [n for n in notes if n]
 
 
 # --- the verdicts, all claims at once ---------------------------------------------------------
@@ -312,49 +424,56 @@ def judge(runs: Sequence[Run], experiment: str, claim: Claim, metric: str) -> Ev
 class Verdict:
   verdict: str
   why: str
-  p: float | None = None
+  p: float | None = None  # Of the hypothesis the verdict rests on (else the first).
   p_adjusted: float | None = None
 
 
-def _verdict(ev: Evidence, p_adjusted: float) -> tuple[str, str]:
-  """The verdict on tested evidence, and what to add to its text."""
-  e, c, m = ev.estimate, ev.claim, ev.claim.effect
-  significant = p_adjusted < rule.ALPHA
-  if c.kind in ("speed", "final", "step_time"):
-    if significant and e.high < 0:
-      if c.claimed_ratio is not None:
-        claimed = math.log(c.claimed_ratio)
-        if not e.low <= claimed <= e.high:
-          return (rule.REPRODUCED_NOT_SIZE,
-                  f"the interval excludes the claimed {c.claimed_ratio:g}")
-        return REPRODUCED, f"compatible with the claimed {c.claimed_ratio:g}"
-      return REPRODUCED, ""
-    if significant and e.low > 0:
-      return NOT_REPRODUCED, "the effect goes the other way"
-    if -m < e.low and e.high < m:
-      return NO_DIFFERENCE, f"an effect of {_effect_text(c)} or more is ruled out"
+def _verdict(ev: Evidence, adjusted: Mapping[str, float]) -> tuple[str, str, str]:
+  """(the verdict on tested evidence, what to add to its text, the hypothesis it
+  rests on) from each hypothesis's adjusted p-value, by what its rejection shows."""
+  e, c = ev.estimate, ev.claim
+  shown = {h.rejects for h in ev.hypotheses if adjusted[h.rejects] < rule.ALPHA}
+  margin = _effect_text(c, c.margin)
+  if c.kind in ("speed", "final"):
+    under_margin = (f"; by less than {margin}" if "no difference" in shown else "")
+    if "effect" in shown and e.value < 0:
+      if c.claimed_effect is None:
+        return REPRODUCED, under_margin.lstrip("; "), "effect"
+      if "size" in shown:
+        return (rule.REPRODUCED_NOT_SIZE,
+                f"the interval excludes the claimed {c.claimed_ratio:g}", "effect")
+      return REPRODUCED, f"compatible with the claimed {c.claimed_ratio:g}", "effect"
+    if "effect" in shown:
+      return NOT_REPRODUCED, "the effect goes the other way" + under_margin, "effect"
+    if "no difference" in shown:
+      return NO_DIFFERENCE, f"an effect of {margin} or more is ruled out", "no difference"
+    if "size" in shown and e.value > c.claimed_effect:
+      return (SMALLER_THAN_CLAIMED, f"the interval excludes the claimed "
+              f"{c.claimed_ratio:g}; an effect of {margin} is neither shown nor ruled "
+              "out", "size")
   elif c.kind == "matches":
-    if significant and -m < e.low and e.high < m:
-      return REPRODUCED, f"within ±{_effect_text(c)}"
-    if e.low > m or e.high < -m:
-      return NOT_REPRODUCED, f"differs by more than {_effect_text(c)}"
+    if "within" in shown:
+      return REPRODUCED, f"within ±{margin}", "within"
+    if "beyond" in shown:
+      return NOT_REPRODUCED, f"differs by more than {margin}", "beyond"
   elif c.kind == "matches_or_beats":
-    if significant and e.high < m:
-      return REPRODUCED, f"not worse by {_effect_text(c)}"
-    if e.low > m:
-      return NOT_REPRODUCED, f"worse by more than {_effect_text(c)}"
+    if "not worse" in shown:
+      return REPRODUCED, f"not worse by {margin}", "not worse"
+    if "worse" in shown:
+      return NOT_REPRODUCED, f"worse by more than {margin}", "worse"
   elif c.kind == "at_chance":
-    if significant and e.low > -m:
-      return REPRODUCED, f"does not beat the trivial model by {_effect_text(c)}"
-    if e.high < -m:
-      return NOT_REPRODUCED, "it learns: it beats the trivial model"
-  return INCONCLUSIVE, _need_text(ev)
+    if "at chance" in shown:
+      return REPRODUCED, f"does not beat the trivial model by {margin}", "at chance"
+    if "learns" in shown:
+      return (NOT_REPRODUCED, f"it learns: it beats the trivial model by more than {margin}",
+              "learns")
+  return INCONCLUSIVE, _need_text(ev), ev.hypotheses[0].rejects
 
 
-def _effect_text(c: Claim) -> str:
+def _effect_text(c: Claim, effect: float) -> str:
   if c.kind in RATIO_KINDS:
-    return f"{1 - math.exp(-c.effect):.0%}"
-  return f"{c.effect:g}"
+    return f"{1 - math.exp(-effect):.0%}"
+  return f"{effect:g}"
 
 
 def _need_text(ev: Evidence) -> str:
@@ -371,21 +490,39 @@ def _need_text(ev: Evidence) -> str:
 
 
 def decide(evidence: Sequence[Evidence]) -> list[Verdict]:
-  """Each claim's verdict: Holm's adjustment over the p-values of every tested claim,
-  then the rule (docs/benchmark.md)."""
-  tested = [i for i, ev in enumerate(evidence) if ev.p is not None and not ev.verdict]
-  adjusted = dict(zip(tested, inference.holm([evidence[i].p for i in tested])))
+  """Each claim's verdict: every hypothesis of every tested claim adjusted together
+  (Holm's step-down procedure, counting the hypotheses that can be true at once:
+  ``inference.holm``), then the rule (docs/benchmark.md)."""
+  tested = [i for i, ev in enumerate(evidence) if ev.hypotheses and not ev.verdict]
+  family = [(i, h) for i in tested for h in evidence[i].hypotheses]
+  adjusted_list = inference.holm([h.p for _, h in family],
+                                 [inference.Null(i, h.region) for i, h in family])
+  adjusted: dict[int, dict[str, float]] = {}
+  for (i, h), a in zip(family, adjusted_list):
+    adjusted.setdefault(i, {})[h.rejects] = a
   out = []
   for i, ev in enumerate(evidence):
     why = f"{ev.metric}: {ev.why}" if ev.why else ev.metric
     if i not in adjusted:
       out.append(Verdict(ev.verdict, "; ".join([why] + ev.notes)))
       continue
-    verdict, more = _verdict(ev, adjusted[i])
-    parts = [why, f"p = {ev.p:.2g}, {adjusted[i]:.2g} after Holm's adjustment over "
-             f"{len(tested)} claims"] + ([more] if more else []) + ev.notes
-    out.append(Verdict(verdict, "; ".join(parts), ev.p, adjusted[i]))
+    verdict, more, rests_on = _verdict(ev, adjusted[i])
+    tests = ", ".join(f"{h.name}: p = {h.p:.2g}, {adjusted[i][h.rejects]:.2g} adjusted"
+                      for h in ev.hypotheses)
+    parts = [why, f"{tests} (Holm's adjustment over {len(family)} hypotheses of "
+             f"{len(tested)} claims)"] + ([more] if more else []) + ev.notes
+    deciding = next(h for h in ev.hypotheses if h.rejects == rests_on)
+    out.append(Verdict(verdict, "; ".join(parts), deciding.p, adjusted[i][rests_on]))
   return out
+
+
+def exploratory_text(ev: Evidence) -> str:
+  """What evidence shows without deciding a verdict (seeds beyond the plan): its
+  estimate and its hypotheses' raw p-values, or why it has none."""
+  if ev.verdict:
+    return f"{ev.verdict}: {ev.why}"
+  tests = ", ".join(f"{h.name}: p = {h.p:.2g}" for h in ev.hypotheses)
+  return f"{ev.why}; {tests} (not adjusted)"
 
 
 def planned_seeds(ev: Evidence, pilot: int) -> int:
@@ -393,7 +530,7 @@ def planned_seeds(ev: Evidence, pilot: int) -> int:
   the pilot's, at most rule.SEED_CAP); the pilot's alone when the need is over the cap
   or cannot be met (more seeds would not change the verdict), or when the verdict
   needs no test."""
-  if ev.p is None or ev.needed is None or ev.needed > rule.SEED_CAP:
+  if not ev.hypotheses or ev.needed is None or ev.needed > rule.SEED_CAP:
     return pilot
   return max(pilot, ev.needed)
 
@@ -422,20 +559,17 @@ class Row:
 
 def selected_test(run: Run, metric: str, lower: bool) -> float | None:
   """The test value of the model at the evaluation where ``metric`` (a validation
-  metric) is first best (``Run.test_at``: evaluated there, or on the model the run
-  kept from there); None when test was not evaluated on that model."""
+  metric) is first best, a step logged twice counting at its last value
+  (``Run.test_at``: evaluated there, or on the model the run kept from there); None
+  when test was not evaluated on that model."""
   split, _, name = metric.partition("/")
   test = f"test/{name}"
   if split != "validation" or test == metric:
     return None
-  best = None
-  for p in run.records(metric):
-    v = float(p[metric])
-    if math.isfinite(v) and (best is None or (v < best[0] if lower else v > best[0])):
-      best = (v, p)
-  if best is None:
+  c = curves_lib.curve(run, metric, lower)
+  if not len(c.values):
     return None
-  return run.test_at(best[1]["step"]).get(test)
+  return run.test_at(int(c.steps[int(np.argmin(c.values))])).get(test)
 
 
 def headline_row(runs: Sequence[Run], baseline: Sequence[Run], experiment: str,

@@ -44,8 +44,9 @@ BLN_REPO = "BLN authors' repository logs (docs/experiments.md, sec. 8)"
 @dataclasses.dataclass(frozen=True)
 class Setting:
   """An experiment at one scale: the config spec and the overrides every member gets,
-  the variants each normalizer is run at, and the pilot's seeds (the rule's seeds by
-  power may add more: lnorm.sweeps.benchmark.seeds_by_power).
+  and the variants each normalizer is run at. Its seeds are the rule's: the pilot's,
+  sized by the minutes its seed-0 records measure, then the seeds by power
+  (lnorm.sweeps.benchmark.seeds_by_power).
 
   ``variant_norms``: per variant (in ``variants``' order), the normalizers it runs,
   where not every variant runs the experiment's all (the Transformer runs its
@@ -56,9 +57,7 @@ class Setting:
   """
   config: str
   overrides: Mapping[str, str]
-  seeds: tuple[int, ...]
   variants: tuple[Mapping[str, str], ...] = ({},)
-  minutes: float | None = None  # One member on one core, as docs/benchmark.md gives it.
   variant_norms: tuple[tuple[str, ...], ...] = ()
   claims: tuple[Claim, ...] | None = None
 
@@ -251,10 +250,10 @@ PERM_MNIST = _declare(ExperimentSpec(
     # `cpu` sweep is this setting's grid.
     {"cpu": Setting("configs/perm_mnist.py",
                     {"num_epochs": "1", "eval_every_steps": "500",
-                     "data.source": "files"}, seeds=(0, 1, 2, 3, 4),
-                    variants=(_mnist_batch(4),), minutes=2.7),
+                     "data.source": "files"},
+                    variants=(_mnist_batch(4),)),
      "paper": Setting("configs/perm_mnist.py", {"eval_every_steps": "2000"},
-                      seeds=(0, 1, 2), variants=(_mnist_batch(128), _mnist_batch(4)))},
+                      variants=(_mnist_batch(128), _mnist_batch(4)))},
     published=tuple(
         Published("perm_mnist", {"norm": n, "batch_size": b}, metric, None,
                   f"{LN_PAPER_PUBLISHED}, Figure 6", "curves only")
@@ -297,9 +296,8 @@ ORDER_EMBEDDINGS = _declare(ExperimentSpec(
     # evaluation the benchmark selects.
     {"cpu": Setting("configs/order_embeddings.py:scale=cpu",
                     {"num_epochs": "60", "periodic_eval_every_steps": "40",
-                     "retrieval.select_on": "rsum", "retrieval.select_images": "0"},
-                    seeds=(0, 1, 2), minutes=6.0),
-     "paper": Setting("configs/order_embeddings.py", {}, seeds=(0, 1, 2))},
+                     "retrieval.select_on": "rsum", "retrieval.select_images": "0"}),
+     "paper": Setting("configs/order_embeddings.py", {})},
     # Figure 1's validation score: R@1, R@5 and R@10 of both retrieval directions.
     metric="validation/rsum",
     published=_order_embeddings_published(),
@@ -327,9 +325,9 @@ def _bln_figure(experiment: str, what: str) -> Figure:
 
 BLN_IMDB = _declare(ExperimentSpec(
     "bln_imdb", CORE_NORMS + ("bln", "bn"), _bln_claims("bln_imdb", (25,)),
-    {"cpu": Setting("configs/bln_imdb.py", {"data.source": "files"}, seeds=(0, 1, 2, 3, 4),
-                    variants=(_batch(25, 500),), minutes=2.3),
-     "paper": Setting("configs/bln_imdb.py", {}, seeds=(0, 1, 2),
+    {"cpu": Setting("configs/bln_imdb.py", {"data.source": "files"},
+                    variants=(_batch(25, 500),)),
+     "paper": Setting("configs/bln_imdb.py", {},
                       variants=(_batch(25, 500), _batch(1, 500)))},
     published=_bln_published("bln_imdb", 10, {
         25: {"bln": (0.496, 0.771), "bn": (0.620, 0.698), "ln": (0.639, 0.711)},
@@ -346,9 +344,8 @@ BLN_CIFAR = _declare(ExperimentSpec(
     # The paper's 15 epochs: at 10, most BN and LN seeds were still improving
     # (the validity gate); batch 1 costs 14 s an epoch here.
     {"cpu": Setting("configs/bln_cifar.py", {"data.source": "files"},
-                    seeds=(0, 1, 2), variants=(_batch(25, 1000), _batch(1, 1000)),
-                    minutes=5.5),
-     "paper": Setting("configs/bln_cifar.py", {}, seeds=(0, 1, 2),
+                    variants=(_batch(25, 1000), _batch(1, 1000))),
+     "paper": Setting("configs/bln_cifar.py", {},
                       variants=(_batch(25, 1000), _batch(1, 1000)))},
     published=_bln_published("bln_cifar", 15, {
         25: {"bln": (1.531, 0.455), "bn": (1.575, 0.453), "ln": (1.666, 0.423)},
@@ -379,9 +376,8 @@ SKIP_THOUGHTS = _declare(ExperimentSpec(
            f"{LN_PAPER}, Figure 3", "ln", "none"),),
     {"cpu": Setting("configs/skip_thoughts.py:scale=cpu",
                     {"data.source": "files", "max_steps": "150", "eval_every_steps": "25",
-                     "periodic_eval_every_steps": "0"}, seeds=(0, 1, 2, 3, 4),
-                    minutes=3.9),
-     "paper": Setting("configs/skip_thoughts.py", {}, seeds=(0, 1, 2))},
+                     "periodic_eval_every_steps": "0"}),
+     "paper": Setting("configs/skip_thoughts.py", {})},
     metric="validation/nll",
     published=_skip_thoughts_published(),
     figures={"ln-fig3": Figure(
@@ -413,9 +409,8 @@ HANDWRITING = _declare(ExperimentSpec(
     # Figure 5's claim is about the first updates: 800 of them (0.6 epochs), with
     # validation at 1, 2, 3, 4, 6, ... 631 updates and every 200.
     {"cpu": Setting("configs/handwriting.py:scale=cpu",
-                    {"max_steps": "800", "eval_every_steps": "200"},
-                    seeds=(0, 1, 2, 3, 4), minutes=2.6),
-     "paper": Setting("configs/handwriting.py", {}, seeds=(0, 1, 2))},
+                    {"max_steps": "800", "eval_every_steps": "200"}),
+     "paper": Setting("configs/handwriting.py", {})},
     metric="validation/nll",
     figures={"ln-fig5": Figure(
         "handwriting",
@@ -443,9 +438,8 @@ DRAW = _declare(ExperimentSpec(
     # The cpu setting's whole schedule, 18,000 updates: at 4,000 the baseline was
     # still gaining 8 nats a quarter; over the last quarter of 18,000, 2.6% of its
     # run's gain.
-    {"cpu": Setting("configs/draw.py:scale=cpu", {"data.source": "derived"},
-                    seeds=(0, 1, 2), minutes=15.0),
-     "paper": Setting("configs/draw.py", {}, seeds=(0, 1, 2))},
+    {"cpu": Setting("configs/draw.py:scale=cpu", {"data.source": "derived"}),
+     "paper": Setting("configs/draw.py", {})},
     metric="validation/nll_bound",
     published=(
         Published("draw", {"norm": "none"}, "test/nll_bound", 82.36, _DRAW_SOURCE,
@@ -481,10 +475,9 @@ ATTENTIVE_READER = _declare(ExperimentSpec(
      Claim("attentive_reader_ln_gain", "LN with gain initialised to 1.0 trains faster "
            "than with 0.1", f"{LN_PAPER}, sec. 6.2 and Figure 2", "1.0", "0.1",
            field=_READER_GAIN, where={"norm": "ln"})),
-    {"cpu": Setting("configs/attentive_reader.py:scale=cpu", {}, seeds=(0, 1, 2),
-                    variants=_READER_VARIANTS, variant_norms=_READER_VARIANT_NORMS,
-                    minutes=7.0),
-     "paper": Setting("configs/attentive_reader.py", {}, seeds=(0, 1, 2),
+    {"cpu": Setting("configs/attentive_reader.py:scale=cpu", {},
+                    variants=_READER_VARIANTS, variant_norms=_READER_VARIANT_NORMS),
+     "paper": Setting("configs/attentive_reader.py", {},
                       variants=_READER_VARIANTS, variant_norms=_READER_VARIANT_NORMS)},
     figures={"ln-fig2": Figure(
         "attentive_reader",
@@ -544,8 +537,7 @@ def _transformer_claims(warmup: int) -> tuple[Claim, ...]:
               "Xu et al. 2019, Understanding and Improving Layer Normalization, sec. 4"))
 
 
-def _transformer_setting(config: str, warmup: int, seeds: tuple[int, ...],
-                         minutes: float | None = None) -> Setting:
+def _transformer_setting(config: str, warmup: int) -> Setting:
   """Pre-LN at the scale's warm-up with every per-example normalizer; LN in the three
   other placement and warm-up cells of Xiong et al.'s claim; the normalizer-free net."""
   cells = ((_transformer("pre", warmup), TRANSFORMER_NORMS),
@@ -553,8 +545,8 @@ def _transformer_setting(config: str, warmup: int, seeds: tuple[int, ...],
            (_transformer("post", warmup), ("ln",)),
            (_transformer("post", 0), ("ln",)),
            (_transformer("none", warmup), ("none",)))
-  return Setting(config, {}, seeds, variants=tuple(v for v, _ in cells),
-                 variant_norms=tuple(n for _, n in cells), minutes=minutes,
+  return Setting(config, {}, variants=tuple(v for v, _ in cells),
+                 variant_norms=tuple(n for _, n in cells),
                  claims=_transformer_claims(warmup))
 
 
@@ -562,9 +554,8 @@ TRANSFORMER_LM = _declare(ExperimentSpec(
     "transformer_lm", ("none",) + TRANSFORMER_NORMS, _transformer_claims(100),
     # 1,000 updates of batch 16 and validation on 1,024 windows every 100 updates
     # (configs/transformer_lm.py says why); the warm-up is the config's.
-    {"cpu": _transformer_setting("configs/transformer_lm.py:scale=cpu", 100,
-                                 seeds=(0, 1, 2, 3, 4), minutes=4.1),
-     "paper": _transformer_setting("configs/transformer_lm.py", 4000, seeds=(0, 1, 2))},
+    {"cpu": _transformer_setting("configs/transformer_lm.py:scale=cpu", 100),
+     "paper": _transformer_setting("configs/transformer_lm.py", 4000)},
     metric="validation/nll", reference="ln"))
 
 

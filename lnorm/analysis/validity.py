@@ -1,18 +1,24 @@
 """The rule's validity gate: no verdict on a task that cannot show the claim.
 
-Two checks, each a distinct label, never "not reproduced":
+Checks, each a distinct label, never "not reproduced":
 
-- **the task is learned**: the experiment's baseline (``norm=none``) must beat its
-  trivial model clearly, that is, the 95% t-interval of the mean over its seeds of
-  each seed's best validation value lies entirely on the better side of the trivial
-  model's value (majority class, unigram model, most frequent candidate: each
-  experiment records its own in config.json, :attr:`lnorm.analysis.runs.Run.trivial`);
+- **both arms learn** (rule version 3): each side of a claim must beat the
+  experiment's trivial model clearly, that is, the 95% t-interval of the mean over its
+  seeds of each seed's best validation value lies entirely on the better side of the
+  trivial model's value (majority class, unigram model, most frequent candidate: each
+  experiment records its own in config.json, :attr:`lnorm.analysis.runs.Run.trivial`).
+  A comparison with an arm that never learned measures where its censored crossings
+  were placed, not a normalizer. (Version 2 checked the experiment's ``norm=none``
+  alone, and skipped the check where a claim's cell had no such run.) An at-chance
+  claim, about an arm that does not learn, asks it of the cell's other normalizers:
+  the task must be learnable there;
 - **the run reaches convergence**, for the claims that are about it (final-value
   claims, and speed claims whose paper speaks of convergence or of reaching the
   baseline's best): most seeds of the side the claim is judged against must have
   converged, by :func:`lnorm.analysis.curves.still_improving` with
   ``rule.CONVERGED_SHARE``. The other speed claims are judged on the speed statistic,
-  which compares the curves over the run as far as it goes and needs no convergence.
+  which compares the curves over the run as far as it goes and needs no convergence;
+- **every quarter evaluated**, for speed claims.
 """
 
 from __future__ import annotations
@@ -50,22 +56,26 @@ def best_value(c: curves_lib.Curve) -> float | None:
   return float(c.values.min()) if len(c.values) else None
 
 
-def learned(baseline: Sequence[curves_lib.Curve], trivial: float, model: str,
+def learned(bests: Sequence[float], trivial: float, model: str, name: str,
             lower_is_better: bool) -> Gate:
-  """Whether the baseline's mean best beats the trivial model's value clearly."""
+  """Whether the arm ``name`` beats the trivial model clearly: the upper 95% bound of
+  its seeds' mean best value lies below the trivial model's value. ``bests`` and
+  ``trivial`` are lower-is-better (negated for a higher-is-better metric), as the
+  rule's curves are; a seed that diverged before any value counts as the trivial
+  model (the caller's ``claims._values``)."""
   sign = 1.0 if lower_is_better else -1.0
-  bests = np.array([b for b in map(best_value, baseline) if b is not None])
+  values = np.asarray(bests, dtype=np.float64)
   shown = lambda v: f"{sign * v:.4g}"  # pylint: disable=unnecessary-lambda-assignment
-  if len(bests) < 2:
+  if len(values) < 2:
     # Not a verdict on the task: the rule's pilot (3 seeds) decides what one seed shows.
-    return Gate(True, f"{len(bests)} baseline seed(s) with a value: too few to tell "
-                f"whether the task is learned")
-  mean = float(bests.mean())
-  high = float(mean + stats.t.ppf(0.5 + rule.CONFIDENCE / 2, len(bests) - 1)
-               * bests.std(ddof=1) / math.sqrt(len(bests)))
-  where = (f"the baseline's mean best {shown(mean)} (95% up to {shown(high)}) against "
-           f"the {model}'s {shown(sign * trivial)}")
-  return Gate(high < sign * trivial, where)
+    return Gate(True, f"{len(values)} {name} seed(s) with a value: too few to tell "
+                f"whether it learns")
+  mean = float(values.mean())
+  bound = float(mean + stats.t.ppf(0.5 + rule.CONFIDENCE / 2, len(values) - 1)
+                * values.std(ddof=1) / math.sqrt(len(values)))
+  where = (f"mean best {shown(mean)} over {len(values)} seeds (95% bound "
+           f"{shown(bound)}) against the {model}'s {shown(trivial)}")
+  return Gate(bound < trivial, where)
 
 
 def converged(side: Sequence[curves_lib.Curve], name: str) -> Gate:

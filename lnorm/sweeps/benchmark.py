@@ -150,27 +150,62 @@ def own_records_root(workdir: str, scale: str) -> str:
 
 def seeds_by_power(experiment: suite.Experiment, scale: str,
                    records: str | None) -> list[int]:
-  """The rule's seeds for ``experiment``: the pilot's (the setting's seeds) until every
-  claim's pilot members have records; then, for the claim that needs the most, the
-  seeds its pilot says it needs to detect its minimum effect (claims.planned_seeds:
-  at most rule.SEED_CAP, and only where that many can decide it), every normalizer
-  of the experiment at that count. The need is computed from the pilot's seeds alone,
-  so that it does not move as the added seeds finish."""
-  pilot = list(experiment.scales[scale].seeds)
+  """The rule's seeds for ``experiment`` (:func:`seed_plan`) from the records under
+  ``records``: the pilot's until every claim's pilot members have records, then the
+  pilot and the seeds by power."""
   folder = os.path.join(records or "", experiment.name)
   if not records or not any(True for _ in _record_dirs(folder)):
-    return pilot
-  kept, _ = under_rule(runs_lib.load_runs([os.path.join(records, experiment.name)]),
-                      experiment, scale)
-  runs = [r for r in kept if r.config.get("seed") in pilot]
-  count = len(pilot)
+    return suite.pilot_seeds(None)
+  kept, _ = under_rule(runs_lib.load_runs([folder]), experiment, scale)
+  return list(seed_plan(experiment, scale, kept).planned)
+
+
+@dataclasses.dataclass
+class SeedPlan:
+  """The rule's seeds for one experiment, fixed before the seeds it adds are run.
+
+  ``minutes``: the mean training minutes of its seed-0 records (time/train_seconds,
+  compilation and evaluation excluded: what the records hold), which size the
+  ``pilot`` (rule.pilot_size; None: no seed 0 recorded yet, the smaller pilot);
+  ``planned``: the pilot and the seeds its neediest claim asks (claims.planned_seeds),
+  planned from the pilot's records alone; ``pilot_evidence``: each claim judged on
+  the pilot, by key (absent where the pilot is not complete)."""
+  minutes: float | None
+  pilot: tuple[int, ...]
+  planned: tuple[int, ...]
+  pilot_evidence: dict[str, claims.Evidence] = dataclasses.field(default_factory=dict)
+
+
+def training_minutes(run: runs_lib.Run) -> float | None:
+  """A run's training time in minutes, as its last time/train_seconds records it."""
+  known = [t for t in runs_lib.train_seconds(run.points) if t is not None]
+  return known[-1] / 60 if known else None
+
+
+def seed_plan(experiment: suite.Experiment, scale: str,
+              runs: Sequence[runs_lib.Run]) -> SeedPlan:
+  """The rule's seeds for ``experiment`` from its records ``runs`` (those under the
+  rule): the pilot, five seeds where its seed-0 members took under 5 minutes of
+  training, else three; once every claim's pilot is recorded, as many more as the
+  claim that needs the most asks, to detect its minimum effect (at most
+  rule.SEED_CAP, and only where that many can decide it), every normalizer at that
+  count. Planned from the pilot's seeds alone, so that the plan does not move as the
+  added seeds finish: later seeds are exploratory."""
+  first = [m for m in (training_minutes(r) for r in runs
+                       if r.config.get("experiment") == experiment.name
+                       and r.config.get("seed") == 0) if m is not None]
+  minutes = sum(first) / len(first) if first else None
+  pilot = tuple(suite.pilot_seeds(minutes))
+  on_pilot = [r for r in runs if r.config.get("seed") in pilot]
+  count, evidence = len(pilot), {}
   for claim in experiment.claims_at(scale):
-    ev = claims.judge(runs, experiment.name, claim, experiment.metric)
-    if ev.verdict or ev.seeds < len(pilot):
-      continue  # Not run, not testable, or the pilot not complete: no test to plan.
+    if not all(set(pilot) <= side
+               for side in claims.side_seeds(on_pilot, experiment.name, claim)):
+      continue  # The pilot is not complete: nothing to plan from yet.
+    ev = claims.judge(on_pilot, experiment.name, claim, experiment.metric)
+    evidence[claim.key] = ev
     count = max(count, claims.planned_seeds(ev, len(pilot)))
-  extra = [s for s in range(max(pilot) + 1, max(pilot) + 1 + count)][:count - len(pilot)]
-  return pilot + extra
+  return SeedPlan(minutes, pilot, tuple(range(count)), evidence)
 
 
 # --- records -----------------------------------------------------------------------------
@@ -199,7 +234,7 @@ def has_records(path: str, config) -> bool:
     return False
   with open(config_path) as f:
     recorded = json.load(f).get("config", {})
-  if recorded.get("benchmark_hash", "") != config.get("benchmark_hash", ""):
+  if suite.current_hash(recorded.get("benchmark_hash", "")) != config.get("benchmark_hash", ""):
     return False
   return not config_drift(recorded, as_recorded(config)) and is_over(path, config)
 
@@ -449,7 +484,13 @@ class ClaimResult:
   experiment: str
   verdict: claims.Verdict
   evidence: claims.Evidence | None = None
-  pilot: int = 0  # The pilot's seeds.
+  plan: SeedPlan | None = None  # The experiment's seeds (None with --seeds).
+  #: The claim judged on every recorded seed, where some lie beyond the plan: shown,
+  #: never a verdict; and those seeds.
+  exploratory: claims.Evidence | None = None
+  beyond_plan: tuple[int, ...] = ()
+  #: Some of the records judged were made under rule version 2 (re-judged under 3).
+  rejudged: bool = False
 
 
 @dataclasses.dataclass
@@ -477,7 +518,7 @@ class Report:
     lines = [f"Generated from the records under `results/{self.scale}/`"
              + "".join(f" and `{root}/`" for root in self.own_records)
              + " (one run per member: its config.json and metrics.jsonl) by the verdict "
-             f"rule version {rule.VERSION} (hash `{rule.rule_hash()}`), stated in "
+             f"rule version {rule.VERSION} (hash `{suite.rule_hash()}`), stated in "
              "`docs/benchmark.md`.", ""]
     if self.seeds is not None:
       lines[0:0] = [f"Judged on seed{'s' if len(self.seeds) > 1 else ''} "
@@ -494,22 +535,7 @@ class Report:
       table += [f"| {e} | — | — | 0/{self.total[e]} members run | not run yet | | | | |"
                 for e in not_started]
       lines += table + [""]
-    lines += ["Claims (p-values of each claim's test, raw and after Holm's adjustment over "
-              "the claims tested):", ""]
-    for v in self.verdicts:
-      c = v.claim
-      compared = (f"{c.norm} against {c.against}" if c.field == "norm"
-                  else f"{c.field}={c.norm} against {c.against}")
-      lines.append(f"- **{v.verdict.verdict}**: {c.text} ({c.source}; {v.experiment}, "
-                   f"{compared}): {v.verdict.why}.")
-    lines += ["", "Seeds by power (rule: detect the claim's minimum effect at "
-              f"{rule.POWER:.0%} power, two-sided level {rule.ALPHA:g}/{rule.PLANNED_CLAIMS}, "
-              f"at most {rule.SEED_CAP} seeds on a CPU):", "",
-              "| claim | minimum effect | seeds run | seeds needed (all seeds' spread) |",
-              "|---|---|---|---|"]
-    for v in self.verdicts:
-      lines.append(f"| {v.claim.key} | {_effect(v.claim)} | {_seeds_run(v)} | "
-                   f"{_needed(v)} |")
+    lines += self._claims_markdown() + self._seeds_markdown()
     done = [f"{e} {self.total[e] - len(m)}/{self.total[e]}" for e, m in self.missing.items()]
     lines += ["", f"Members with records: {', '.join(done)}."]
     if self.seconds:
@@ -530,6 +556,47 @@ class Report:
                        f"{e}: {_members_text(self.refused[e])}{self._drift_text(e)}"
                        for e in refused) + ".")
     return "\n".join(lines) + "\n"
+
+  def _claims_markdown(self) -> list[str]:
+    """The verdict lines, each with its exploratory line where seeds lie beyond the plan."""
+    rejudged = sum(v.rejudged for v in self.verdicts)
+    lines = ["Claims, each judged on its experiment's planned seeds (the p-value of each "
+             "hypothesis a verdict can rest on, raw and adjusted over every hypothesis of "
+             "every claim tested):", ""]
+    if rejudged:
+      lines[0:0] = [f"{rejudged} claims are judged on records made under rule version 2, "
+                    f"re-judged under version {rule.VERSION}, which was fixed after those "
+                    "records were made and seen (docs/benchmark.md, \"Rule versions\").", ""]
+    for v in self.verdicts:
+      c = v.claim
+      compared = (f"{c.norm} against {c.against}" if c.field == "norm"
+                  else f"{c.field}={c.norm} against {c.against}")
+      again = (f" (Re-judged under version {rule.VERSION}: records made under version 2.)"
+               if v.rejudged else "")
+      lines.append(f"- **{v.verdict.verdict}**: {c.text} ({c.source}; {v.experiment}, "
+                   f"{compared}): {v.verdict.why}.{again}")
+      if v.exploratory is not None:
+        lines.append(f"  - exploratory, with seed{'s' if len(v.beyond_plan) > 1 else ''} "
+                     f"{', '.join(map(str, v.beyond_plan))} beyond the plan (no verdict): "
+                     f"{claims.exploratory_text(v.exploratory)}.")
+    return lines
+
+  def _seeds_markdown(self) -> list[str]:
+    """The seeds table: the pilot, what it planned, and what each verdict judged."""
+    lines = ["", "Seeds (the pilot: 5 seeds where the experiment's seed-0 members took under "
+             f"{rule.QUICK_MINUTES:g} minutes of training, else 3; then seeds by power, "
+             f"planned from the pilot alone: detect the claim's minimum effect at "
+             f"{rule.POWER:.0%} power, two-sided level {rule.ALPHA:g}/{rule.PLANNED_CLAIMS}, "
+             f"at most {rule.SEED_CAP} seeds on a CPU; every verdict judges the planned "
+             "seeds, later ones are exploratory):", "",
+             "| claim | minimum effect | pilot (seed-0 minutes) | needed (pilot's spread) | "
+             "planned | judged | beyond the plan (exploratory) |",
+             "|---|---|---|---|---|---|---|"]
+    for v in self.verdicts:
+      lines.append(f"| {v.claim.key} | {_effect(v.claim)} | {_pilot_cell(v)} | "
+                   f"{_needed(v)} | {_planned_cell(v)} | {_judged_cell(v)} | "
+                   f"{', '.join(map(str, v.beyond_plan)) or '—'} |")
+    return lines
 
   def _drift_text(self, experiment: str) -> str:
     """`` (config now differs: a: x -> y, ...)``: the first fields in which the
@@ -557,19 +624,35 @@ def _effect(c: suite.Claim) -> str:
   return f"{c.effect:g}"
 
 
-def _seeds_run(v: ClaimResult) -> str:
-  ev = v.evidence
-  return "—" if ev is None or not ev.seeds else f"{ev.seeds} (pilot {v.pilot})"
+def _pilot_cell(v: ClaimResult) -> str:
+  if v.plan is None:
+    return "— (--seeds)"
+  minutes = "not measured" if v.plan.minutes is None else f"{v.plan.minutes:.1f} min"
+  return f"{len(v.plan.pilot)} ({minutes})"
 
 
 def _needed(v: ClaimResult) -> str:
-  ev = v.evidence
-  if ev is None or ev.p is None:
-    return "—"
+  """What the claim's pilot says it needs (the plan reads this, never later seeds)."""
+  ev = None if v.plan is None else v.plan.pilot_evidence.get(v.claim.key)
+  if ev is None:
+    running = v.plan is not None and v.evidence is not None and v.evidence.verdict not in (
+        rule.NOT_RUN, rule.REFUSED)
+    return "pilot not complete" if running else "—"
+  if not ev.hypotheses:
+    return "no test"
   if ev.needed is None:
     return "not reachable"
   return str(ev.needed) + (f" (over the cap of {rule.SEED_CAP})"
                            if ev.needed > rule.SEED_CAP else "")
+
+
+def _planned_cell(v: ClaimResult) -> str:
+  return "—" if v.plan is None else str(len(v.plan.planned))
+
+
+def _judged_cell(v: ClaimResult) -> str:
+  ev = v.evidence
+  return "—" if ev is None or not ev.seeds else str(ev.seeds)
 
 
 def _members_text(names: Sequence[str]) -> str:
@@ -590,7 +673,7 @@ def under_rule(runs: Sequence[runs_lib.Run], experiment: suite.Experiment,
       continue
     index = suite.variant_index(r.config, variants)
     variant = None if index is None else variants[index]
-    if variant is None or (r.config.get("benchmark_hash")
+    if variant is None or (suite.current_hash(str(r.config.get("benchmark_hash", "")))
                            != suite.member_hash(experiment, scale, variant)):
       stale[os.path.basename(r.path)] = []
       continue
@@ -639,22 +722,15 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
     drift[p.experiment.name] = {name: d for name, d in stale.items() if d}
     if ignore_rule:
       kept = [r for r in found if r.config.get("experiment") == p.experiment.name]
-    judged[p.experiment.name] = [r.path for r in kept]
-    rows += _headline(p, kept)
+    # Each verdict, and the headline, reads exactly the planned seeds (the command's
+    # --seeds where given); seeds beyond the plan are exploratory.
+    plan = None if seeds is not None else seed_plan(p.experiment, p.scale, kept)
+    planned = [r for r in kept if plan is None or r.config.get("seed") in plan.planned]
+    judged[p.experiment.name] = [r.path for r in planned]
+    rows += _headline(p, planned)
     for c in p.experiment.claims_at(p.scale):
-      outside = _outside_setting(c, p.setting)
-      if outside:
-        ev = claims.Evidence(c, p.experiment.metric, rule.NOT_RUN, (
-            f"the {p.scale} setting does not run {outside}; "
-            f"{'`--scale paper`' if p.scale != 'paper' else 'another setting'} does"))
-      elif (refused[p.experiment.name] and not ignore_rule
-            and _touches(c, found, p, refused[p.experiment.name])):
-        ev = claims.Evidence(c, p.experiment.metric, rule.REFUSED, (
-            "records made under another rule or setting: rerun "
-            + _members_text(refused[p.experiment.name])))
-      else:
-        ev = claims.judge(kept, p.experiment.name, c, p.experiment.metric)
-      results.append(ClaimResult(c, p.experiment.name, None, ev, len(p.setting.seeds)))
+      results.append(_claim_result(c, p, plan, planned, kept, found,
+                                   [] if ignore_rule else refused[p.experiment.name]))
   for result, verdict in zip(results, claims.decide([r.evidence for r in results])):
     result.verdict = verdict
   missing = {p.experiment.name: [m.name for m in p.members
@@ -671,6 +747,37 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
                 {} if ignore_rule else refused, ignore_rule,
                 None if seeds is None else tuple(seeds),
                 tuple(r for r in roots if r != records), judged, {} if ignore_rule else drift)
+
+
+def _claim_result(c: suite.Claim, p: Plan, plan: SeedPlan | None,
+                  planned: Sequence[runs_lib.Run], kept: Sequence[runs_lib.Run],
+                  found: Sequence[runs_lib.Run], refused: Sequence[str]) -> ClaimResult:
+  """One claim's evidence on the planned seeds' records (``planned``, of ``kept``,
+  those under the rule), and on every seed where some lie beyond the plan."""
+  name, metric = p.experiment.name, p.experiment.metric
+  outside = _outside_setting(c, p.setting)
+  if outside:
+    return ClaimResult(c, name, None, claims.Evidence(c, metric, rule.NOT_RUN, (
+        f"the {p.scale} setting does not run {outside}; "
+        f"{'`--scale paper`' if p.scale != 'paper' else 'another setting'} does")), plan)
+  if refused and _touches(c, found, p, refused):
+    return ClaimResult(c, name, None, claims.Evidence(c, metric, rule.REFUSED, (
+        "records made under another rule or setting: rerun " + _members_text(refused))),
+                       plan)
+  if plan is not None and plan.planned == plan.pilot and c.key in plan.pilot_evidence:
+    ev = plan.pilot_evidence[c.key]  # The same seeds: judged once.
+  else:
+    ev = claims.judge(planned, name, c, metric)
+  result = ClaimResult(c, name, None, ev, plan)
+  beyond = set().union(*claims.side_seeds(kept, name, c)) - set(
+      plan.planned if plan is not None else ())
+  if plan is not None and beyond:
+    result.beyond_plan = tuple(sorted(beyond))
+    result.exploratory = claims.judge(kept, name, c, metric)
+  sides = [r for r in claims.finished_runs(planned, name) if compare.matches(r.config, c.where)
+           and str(r.config.get(c.field)) in (c.norm, c.against)]
+  result.rejudged = any(suite.made_under_v2(r.config) for r in sides)
+  return result
 
 
 def _touches(c: suite.Claim, runs: Sequence[runs_lib.Run], plan: Plan,

@@ -37,19 +37,84 @@ BY_NAME = specs.BY_NAME
 
 def setting_record(experiment: Experiment, scale: str,
                    variant: Mapping[str, str]) -> dict:
-  """What the suite asks of a member of ``experiment`` at ``scale`` in ``variant``,
-  seed and normalizer aside: what its records' hash (``rule.member_hash``) covers."""
+  """What a member of ``experiment`` at ``scale`` in ``variant`` trains, seed and
+  normalizer aside: what its records' hash (``rule.setting_hash``) covers. What the
+  rule asks of it (its claims, metric, pilot) is the rule's: :func:`claims_record`."""
   setting = experiment.scales[scale]
   return {"experiment": experiment.name, "scale": scale, "config": setting.config,
-          "overrides": dict(setting.overrides), "variant": dict(variant),
-          "metric": experiment.metric, "pilot_seeds": list(setting.seeds),
-          # What each claim compares and how; its wording and source do not count.
-          "claims": [{k: v for k, v in dataclasses.asdict(c).items()
-                      if k not in ("text", "source")} for c in experiment.claims_at(scale)]}
+          "overrides": dict(setting.overrides), "variant": dict(variant)}
 
 
 def member_hash(experiment: Experiment, scale: str, variant: Mapping[str, str]) -> str:
-  return rule.member_hash(setting_record(experiment, scale, variant))
+  """The hash a member's records carry (``benchmark_hash``): its setting's."""
+  return rule.setting_hash(setting_record(experiment, scale, variant))
+
+
+def claims_record(experiments: Sequence[Experiment] = SUITE) -> dict:
+  """Every claim the suite judges, by experiment and scale, with the metric it
+  reads: what each compares and how; its wording and source do not count."""
+  return {e.name: {scale: {"metric": e.metric, "claims": [
+      {k: v for k, v in dataclasses.asdict(c).items() if k not in ("text", "source")}
+      for c in e.claims_at(scale)]} for scale in e.scales} for e in experiments}
+
+
+def rule_hash() -> str:
+  """The hash of the verdict rule that judges the suite: its parameters and claims."""
+  return rule.rule_hash(claims_record())
+
+
+#: The records made under rule version 2, which hashed the rule, the claims and the
+#: pilot's seeds into every member's ``benchmark_hash``: each version-2 hash, with the
+#: version-3 hash of the same setting (experiment, scale, variant index), computed at
+#: the commit that introduced version 3. A record carrying a version-2 hash is a run
+#: of its member's command while the setting still hashes to the second (and its
+#: config is its command's: benchmark.config_drift); the report says it is re-judged
+#: under version 3, which was fixed after it was made. tests/test_specs.py pins both.
+RULE_V2_HASHES: dict[str, str] = {
+    "390a9a25289bda4a": "9896775497bb3c96",  # perm_mnist, cpu, variant 0
+    "b7185ac85fbaa1ae": "b0e80d706f52d1ed",  # perm_mnist, paper, variant 0
+    "88d600781f3ffdfc": "1424bbe367d3b2f2",  # perm_mnist, paper, variant 1
+    "4d621c75bf628470": "d5de36bba33e94ce",  # order_embeddings, cpu, variant 0
+    "4492b6d71f4bd974": "ebabf101df7118a0",  # order_embeddings, paper, variant 0
+    "63997a8c5a7733f2": "02a906e420339972",  # bln_imdb, cpu, variant 0
+    "3c24afbfc0b7a4dc": "a7210f16888995f9",  # bln_imdb, paper, variant 0
+    "9fbd33b0718aa258": "01455bc673651359",  # bln_imdb, paper, variant 1
+    "000125f3d224805a": "daec3d3a33a769c4",  # bln_cifar, cpu, variant 0
+    "f9c34d86924bc14f": "274cb3ea7eb47fe9",  # bln_cifar, cpu, variant 1
+    "11e4b0cf86f1cdc4": "0e3d23db37a04adc",  # bln_cifar, paper, variant 0
+    "0453d466d726e53c": "9548ec190de2a59d",  # bln_cifar, paper, variant 1
+    "c4a02d8ea75e44c5": "408830e660972e80",  # skip_thoughts, cpu, variant 0
+    "c35af484a4685dc4": "62527b77b11684ef",  # skip_thoughts, paper, variant 0
+    "b8f933e8d773776c": "2ed0bd28212069f7",  # handwriting, cpu, variant 0
+    "e8b844fa249aa6ac": "cbe9cae345102f70",  # handwriting, paper, variant 0
+    "a314c7560ade2cc4": "f29745585d7490e8",  # draw, cpu, variant 0
+    "e54a3bfbd203321a": "a7a7c9b2583bfa58",  # draw, paper, variant 0
+    "afd47d51daf263c0": "809e1b7ce53637ca",  # attentive_reader, cpu, variant 0
+    "3a9d194a1d4635e3": "c6b10e0be47dc969",  # attentive_reader, cpu, variant 1
+    "5ee83440ec052dc7": "c48ef51280feea37",  # attentive_reader, paper, variant 0
+    "e1f854e0c5c889b9": "8c0e5d8ac42ee444",  # attentive_reader, paper, variant 1
+    "bf1f7c2ae69abaa8": "6235be1731c7b559",  # transformer_lm, cpu, variant 0
+    "a6e6776fa62b35c8": "3b93774091db8d40",  # transformer_lm, cpu, variant 1
+    "3e520b46324677bb": "30d01d07fa052595",  # transformer_lm, cpu, variant 2
+    "c721dcea97198449": "6beeb6d5f9aedda9",  # transformer_lm, cpu, variant 3
+    "1f805e4bc68935b8": "bc2e60cdf7827147",  # transformer_lm, cpu, variant 4
+    "cafc75b8d536f5b4": "d7348ac7f95ab5d0",  # transformer_lm, paper, variant 0
+    "65ee9663d4bd08ad": "7d4d5fbb8d76c196",  # transformer_lm, paper, variant 1
+    "ae316859177cc773": "3eb6dffcf7ecd4cd",  # transformer_lm, paper, variant 2
+    "f99598c92ec34dee": "fd50c9f119ba1b1e",  # transformer_lm, paper, variant 3
+    "1588cdab8a6666d4": "9c51435e07f361b0",  # transformer_lm, paper, variant 4
+}
+
+
+def current_hash(recorded: str) -> str:
+  """The setting hash a record's ``benchmark_hash`` stands for: itself, or for a
+  record made under rule version 2, its setting's version-3 hash."""
+  return RULE_V2_HASHES.get(recorded, recorded)
+
+
+def made_under_v2(config: Mapping[str, object]) -> bool:
+  """Whether a record (its flat config) was made under rule version 2."""
+  return str(config.get("benchmark_hash", "")) in RULE_V2_HASHES
 
 
 #: The variant fields that name a member; the others go with them (steps_per_call).
@@ -156,12 +221,20 @@ def parse_variants(text: str | None) -> dict[str, str] | None:
   return out
 
 
+def pilot_seeds(minutes: float | None) -> list[int]:
+  """The pilot's seeds, 0 to k - 1, for members that take ``minutes`` of training
+  (``rule.pilot_size``; None before any is measured)."""
+  return list(range(rule.pilot_size(minutes)))
+
+
 def members(experiments: Sequence[Experiment], scale: str, norms: Sequence[str] | None = None,
             seeds: Sequence[int] | None = None,
             variants: Mapping[str, str] | None = None) -> list[Member]:
   """Every member, seed-major within an experiment: when a sitting ends early, the
-  finished members cover every normalizer at the first seeds. ``variants`` keeps the
-  variants whose fields have those values (an experiment with none is refused)."""
+  finished members cover every normalizer at the first seeds. ``seeds``: the rule's
+  (``benchmark.seeds_by_power``); by default the pilot's before anything is measured.
+  ``variants`` keeps the variants whose fields have those values (an experiment with
+  none is refused)."""
   if scale not in SCALES:
     raise UserError(f"--scale {scale!r}: expected one of {', '.join(SCALES)}.")
   out = []
@@ -174,7 +247,7 @@ def members(experiments: Sequence[Experiment], scale: str, norms: Sequence[str] 
                           "none" for v in setting.variants)
       raise UserError(f"--variants: {e.name} at scale {scale} has no variant with "
                       f"{variants}; its variants: {offered}.")
-    for seed in (setting.seeds if seeds is None else seeds):
+    for seed in (pilot_seeds(None) if seeds is None else seeds):
       for index, variant in kept:
         listed = setting.norms_at(index, e.norms)
         # A normalizer the experiment runs, but not at this variant, is left out; one

@@ -127,10 +127,10 @@ def base_config() -> ml_collections.ConfigDict:
   # 'online', 'offline' or 'disabled' win over $WANDB_MODE; 'auto' follows $WANDB_MODE
   # when set, else is online with an API key and offline without (WANDB_MODES).
   c.wandb.mode = "auto"
-  # Set by `lnorm benchmark` for its members: the hash of the verdict rule and of what
-  # the suite asks of the member (lnorm.analysis.rule.member_hash), so that its records
-  # say which rule they were made under, and a workdir made under another rule is not
-  # resumed into this one. Empty outside the benchmark; changes no result.
+  # Set by `lnorm benchmark` for its members: the hash of what the member trains (its
+  # experiment's config, overrides and variant: lnorm.analysis.rule.setting_hash), so
+  # that its records say which setting they are a run of, and a workdir of another
+  # setting is not resumed into this one. Empty outside the benchmark; changes no result.
   c.benchmark_hash = ""
   return c
 
