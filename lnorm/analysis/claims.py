@@ -14,7 +14,8 @@ the evaluation validation selects. What a claim's kind measures:
   epoch), as a difference;
 - ``matches`` (equivalence within the minimum effect), ``matches_or_beats``
   (non-inferiority), ``at_chance`` (does not beat the trivial model by the minimum
-  effect), ``step_time`` (training seconds per update, as a ratio).
+  effect), ``step_time`` (seconds per update, as a ratio, from a dedicated timing:
+  :mod:`timing`).
 
 Each claim gets its evidence (:func:`judge`); the verdicts follow for all claims at
 once (:func:`decide`), because Holm's adjustment of the p-values needs them all. The
@@ -37,6 +38,7 @@ from lnorm.analysis import inference
 from lnorm.analysis import report
 from lnorm.analysis import rule
 from lnorm.analysis import speed as speed_lib
+from lnorm.analysis import timing as timing_lib
 from lnorm.analysis import validity
 from lnorm.analysis.inference import Estimate
 from lnorm.analysis.runs import Run, lower_is_better, train_seconds
@@ -221,8 +223,14 @@ def _needed(claim: Claim, e: Estimate) -> int | None:
   return inference.seeds_needed(claim.effect, e.sigma, e.floor, e.paired)
 
 
-def judge(runs: Sequence[Run], experiment: str, claim: Claim, metric: str) -> Evidence:
-  """The evidence on ``claim`` from the finished runs of ``experiment``."""
+def judge(runs: Sequence[Run], experiment: str, claim: Claim, metric: str,
+          timings: Sequence[Mapping] = ()) -> Evidence:
+  """The evidence on ``claim`` from the finished runs of ``experiment``; a step_time
+  claim's from its dedicated timing among ``timings`` (``timing.load``)."""
+  if claim.kind == "step_time":  # The members' logged times measure the machine's load.
+    found = timing_lib.evidence(claim, timings)
+    return Evidence(claim, timing_lib.METRIC, found.verdict, found.why, found.estimate,
+                    found.p, notes=found.notes)
   ev = Evidence(claim, metric)
   finished = finished_runs(runs, experiment)
   ours = side_runs(finished, claim.where, claim.field, claim.norm)
@@ -358,6 +366,8 @@ def _effect_text(c: Claim) -> str:
 
 
 def _need_text(ev: Evidence) -> str:
+  if ev.claim.kind == "step_time":  # Decided by rounds of a timing, not by seeds.
+    return timing_lib.TOO_WIDE
   if ev.needed is None:
     if ev.estimate is not None and ev.estimate.floor >= ev.claim.effect:
       return ("no number of seeds resolves it: the evaluation grid's resolution "

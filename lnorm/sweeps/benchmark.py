@@ -35,10 +35,12 @@ from typing import Any, Iterable, Sequence
 
 from lnorm import config as config_lib
 from lnorm.analysis import claims
+from lnorm.analysis import code_versions
 from lnorm.analysis import compare
 from lnorm.analysis import generated_block
 from lnorm.analysis import rule
 from lnorm.analysis import runs as runs_lib
+from lnorm.analysis import timing
 from lnorm.errors import ConfigError
 from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import preemption
@@ -450,6 +452,8 @@ class ClaimResult:
   verdict: claims.Verdict
   evidence: claims.Evidence | None = None
   pilot: int = 0  # The pilot's seeds.
+  #: When the claim's members come from different training code: what differs.
+  code: str = ""
 
 
 @dataclasses.dataclass
@@ -502,6 +506,8 @@ class Report:
                   else f"{c.field}={c.norm} against {c.against}")
       lines.append(f"- **{v.verdict.verdict}**: {c.text} ({c.source}; {v.experiment}, "
                    f"{compared}): {v.verdict.why}.")
+      if v.code:
+        lines.append(f"  - {v.code}.")
     lines += ["", "Seeds by power (rule: detect the claim's minimum effect at "
               f"{rule.POWER:.0%} power, two-sided level {rule.ALPHA:g}/{rule.PLANNED_CLAIMS}, "
               f"at most {rule.SEED_CAP} seeds on a CPU):", "",
@@ -564,6 +570,8 @@ def _seeds_run(v: ClaimResult) -> str:
 
 def _needed(v: ClaimResult) -> str:
   ev = v.evidence
+  if v.claim.kind == "step_time":
+    return "— (a timing decides it)"
   if ev is None or ev.p is None:
     return "—"
   if ev.needed is None:
@@ -653,8 +661,10 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
             "records made under another rule or setting: rerun "
             + _members_text(refused[p.experiment.name])))
       else:
-        ev = claims.judge(kept, p.experiment.name, c, p.experiment.metric)
-      results.append(ClaimResult(c, p.experiment.name, None, ev, len(p.setting.seeds)))
+        ev = claims.judge(kept, p.experiment.name, c, p.experiment.metric,
+                          _timings(p, records))
+      results.append(ClaimResult(c, p.experiment.name, None, ev, len(p.setting.seeds),
+                                 _claim_code(c, kept, p.experiment.name)))
   for result, verdict in zip(results, claims.decide([r.evidence for r in results])):
     result.verdict = verdict
   missing = {p.experiment.name: [m.name for m in p.members
@@ -671,6 +681,32 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
                 {} if ignore_rule else refused, ignore_rule,
                 None if seeds is None else tuple(seeds),
                 tuple(r for r in roots if r != records), judged, {} if ignore_rule else drift)
+
+
+def _timings(plan: Plan, records: str) -> list[dict[str, Any]]:
+  """The experiment's timing records (``timing.load``), each with its ``drift``: how
+  its config differs from the command of its setting's baseline member now (as a
+  stale record's does, :func:`config_drift`)."""
+  variants = plan.setting.variants
+  out = []
+  for t in timing.load(os.path.join(records, plan.experiment.name)):
+    index = suite.variant_index(t["config"], variants)
+    if index is None:
+      drift = ["its config is none of the setting's variants"]
+    else:
+      drift = config_drift(t["config"], command_config(
+          plan.experiment, plan.scale, variants[index], t["baseline"],
+          int(t["config"].get("seed", 0))))
+    out.append({**t, "drift": drift})
+  return out
+
+
+def _claim_code(c: suite.Claim, runs: Sequence[runs_lib.Run], experiment: str) -> str:
+  """The report's line on the training code of the claim's members (both sides)."""
+  finished = claims.finished_runs(runs, experiment)
+  members = [r for value in (c.norm, c.against)
+             for r in claims.side_runs(finished, c.where, c.field, value)]
+  return code_versions.training_code_note(members)
 
 
 def _touches(c: suite.Claim, runs: Sequence[runs_lib.Run], plan: Plan,
