@@ -214,6 +214,7 @@ def test_lnorm_flops_writes_a_timing_record_by_the_stopping_rule(tmp_path, capsy
                                "--compare-norms ln,rms '--config.hidden_sizes=(9,)' "
                                "--config.batch_size=7")
   assert record["environment"]["cpu_affinity"] and "cpu_isa" in record["environment"]
+  assert set(record["environment"]["load_average_1min"]) == {"before", "after"}
   assert "commit" in record["code"]
   assert "7 rounds, stopped at every interval within ±1000%" in printed
   assert f"timing record: {path}" in printed

@@ -157,12 +157,16 @@ def _compare_norms(args: argparse.Namespace, overrides: dict[str, str], config) 
       logging.info("%d rounds timed", rounds)
     return stopped["why"]
 
+  load_before = os.getloadavg()  # How busy the machine was: the record says so.
   report = throughput.compare_norms(config, norms, steps=args.steps,
                                     stop=None if args.steps else stop)
   flat = {**benchmark.as_recorded(config), "norm": norms[0]}  # The baseline's config.
   record = timing.make_record(
       report, flat, stopped=stopped.get("why") or f"the {args.steps} rounds asked for",
-      command=_command_line(args, overrides), environment=throughput.machine_record(),
+      command=_command_line(args, overrides),
+      environment={**throughput.machine_record(),
+                   "load_average_1min": {"before": load_before[0],
+                                         "after": os.getloadavg()[0]}},
       code=environment.code_revision())
   print(format_norm_comparison(report))
   print(format_ratios(record))
