@@ -18,7 +18,6 @@ from lnorm.training import environment
 from lnorm.training import workdir as workdir_lib
 from tests.test_rule import decay, perm_mnist_config, write_run
 
-pytestmark = pytest.mark.quick
 
 A, B = "a" * 40, "b" * 40
 

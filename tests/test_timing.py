@@ -18,7 +18,6 @@ from lnorm.sweeps import benchmark as bench
 from lnorm.sweeps import benchmark_suite as suite
 from lnorm.training import throughput
 
-pytestmark = pytest.mark.quick
 
 CLAIM = claims.Claim("rms_time", "RMSNorm takes less time per update than LN", "t",
                      "rms", "ln", kind="step_time", where={"placement": "pre"})
