@@ -291,6 +291,7 @@ SLOW: frozenset[str] = frozenset({
     "test_checkpoint.py::test_lnorm_train_on_a_full_disk_stops_before_training_with_one_line",  # 5.1 s
     "test_evaluate_command.py::test_without_a_data_directory_one_message_names_the_flag_that_works",  # 5.5 s
     "test_flops.py::test_lnorm_flops_prints_the_count_the_time_and_the_share",  # 6.2 s
+    "test_flops.py::test_lnorm_flops_writes_a_timing_record_by_the_stopping_rule",  # 6.7 s
     "test_forward_models.py::test_bln_cifar_lenet_forward[bln-authors]",  # 2.0 s
     "test_forward_models.py::test_bln_imdb_sentiment_rnn_forward[bn]",  # 2.0 s
     "test_handwriting.py::test_graves_clipping_bounds_every_output_and_lstm_gradient[ln]",  # 4.2 s

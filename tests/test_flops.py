@@ -186,3 +186,46 @@ def test_lnorm_flops_refuses_a_comparison_of_one_normalizer(capsys):
   err = capsys.readouterr().err
   assert "--compare-norms 'ln' names fewer than two normalizers" in err
   assert "Traceback" not in err
+
+
+def test_lnorm_flops_writes_a_timing_record_by_the_stopping_rule(tmp_path, capsys,
+                                                                  monkeypatch):
+  from lnorm.analysis import timing  # pylint: disable=g-import-not-at-top
+  # Any interval is narrow at ±1000%: the rule stops at its first check, round 7.
+  monkeypatch.setattr(timing, "MIN_ROUNDS", 7)
+  monkeypatch.setattr(timing, "TARGET_HALF_WIDTH", 10.0)
+  assert cli.main(["flops", "--config", "configs/perm_mnist.py:norm=bn,smoke=true",
+                   "--config.hidden_sizes=(9,)", "--config.batch_size=7",
+                   "--compare-norms", "ln,rms", "--timing-record",
+                   "--records", str(tmp_path)]) == 0
+  printed = capsys.readouterr().out
+  (path,) = (tmp_path / "perm_mnist" / "timing").glob("ln,rms-*.json")
+  record = json.loads(path.read_text())
+  assert record["kind"] == timing.RECORD_KIND and record["baseline"] == "ln"
+  assert record["rounds"] == 7 and record["stopped"] == "every interval within ±1000%"
+  for norm in ("ln", "rms"):
+    cpu = record["seconds"][norm]["cpu"]
+    assert len(cpu) == len(record["seconds"][norm]["wall"]) == 7
+    assert record["summary"][norm]["cpu"]["median"] == sorted(cpu)[3]
+  ratio = record["ratios"]["cpu"]["rms"]
+  assert ratio["low"] <= ratio["ratio"] <= ratio["high"] and ratio["rounds"] == 7
+  assert record["config"]["hidden_sizes"] == [9] and record["config"]["batch_size"] == 7
+  assert record["command"] == ("lnorm flops --config configs/perm_mnist.py:norm=bn,smoke=true "
+                               "--compare-norms ln,rms '--config.hidden_sizes=(9,)' "
+                               "--config.batch_size=7")
+  assert record["environment"]["cpu_affinity"] and "cpu_isa" in record["environment"]
+  assert set(record["environment"]["load_average_1min"]) == {"before", "after"}
+  assert "commit" in record["code"]
+  assert "7 rounds, stopped at every interval within ±1000%" in printed
+  assert f"timing record: {path}" in printed
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--timing-record"], "--timing-record times normalizers against each other: add "
+                          "--compare-norms BASELINE,OTHER"),
+    (["--compare-norms", "ln,rms", "--steps", "0"], "--steps 0: give at least 1 step"),
+])
+def test_lnorm_flops_refuses_a_timing_it_cannot_make(args, message, capsys):
+  assert cli.main(["flops", "--config", "configs/perm_mnist.py:smoke=true", *args]) == 2
+  err = capsys.readouterr().err
+  assert message in err and "Traceback" not in err

@@ -216,6 +216,19 @@ def test_the_clips_rescale_a_gradient_whose_squares_overflow(rule, expected_norm
   assert np.all(np.isfinite(w))
 
 
+@pytest.mark.parametrize("tree, expected", [
+    # Every entry negative: the largest value is -1, the largest magnitude 1.2e31.
+    ({"w": np.array([-5e30, -12e30], np.float32), "b": np.array([-1.0], np.float32)},
+     13e30),
+    # The large entry negative, the positive ones small.
+    ({"w": np.array([-1e31, 2.0], np.float32), "b": np.array([3.0], np.float32)}, 1e31),
+])
+def test_the_global_norm_of_large_negative_gradients(tree, expected):
+  # The rescaling must divide by the largest magnitude, not the largest value.
+  norm = float(jax.jit(optim.global_norm)(tree))
+  np.testing.assert_allclose(norm, expected, rtol=1e-6)
+
+
 def test_the_global_norm_is_optaxs_to_the_bit_when_nothing_overflows():
   rng = np.random.default_rng(0)
   # Ordinary gradients, tiny ones and a norm (2.5e18) whose squares are near the

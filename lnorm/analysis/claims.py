@@ -14,7 +14,8 @@ the evaluation validation selects. What a claim's kind measures:
   epoch), as a difference;
 - ``matches`` (equivalence within the margin), ``matches_or_beats``
   (non-inferiority), ``at_chance`` (the last value does not beat the trivial model by
-  the margin), ``step_time`` (not judged from member timings: see :func:`judge`).
+  the margin), ``step_time`` (seconds per update, as a ratio, from a dedicated timing,
+  never from the members' logged times: :mod:`timing`).
 
 Each claim gets its evidence (:func:`judge`): the validity gate, then an estimate and
 the hypotheses a verdict can rest on, each with the p-value the estimate's interval
@@ -39,6 +40,7 @@ from lnorm.analysis import inference
 from lnorm.analysis import report
 from lnorm.analysis import rule
 from lnorm.analysis import speed as speed_lib
+from lnorm.analysis import timing as timing_lib
 from lnorm.analysis import validity
 from lnorm.analysis.inference import Estimate, Span
 from lnorm.analysis.runs import Run, lower_is_better, train_seconds
@@ -238,7 +240,7 @@ def _hypotheses(claim: Claim, e: Estimate) -> list[Hypothesis]:
   def h(name, rejects, *spans):
     return Hypothesis(name, rejects, tuple(spans), inference.region_p_value(e, tuple(spans)))
 
-  if claim.kind in ("speed", "final"):
+  if claim.kind in ("speed", "final", "step_time"):
     out = [h("no effect", "effect", Span(0.0, 0.0)),
            h(f"a difference of {margin} or more", "no difference",
              Span(-inf, -m), Span(m, inf))]
@@ -329,14 +331,20 @@ def _gate(ev: Evidence, cell: Sequence[Run], ours: Sequence[Run], theirs: Sequen
   return ""
 
 
-#: Why the step-time claims are not judged from the members' records.
-STEP_TIME_NOT_JUDGED = (
-    "not judged from the members' timings, which measure the machine's load (one "
-    "setting's members vary up to 4x): a step-time claim needs a dedicated timing")
-
-
-def judge(runs: Sequence[Run], experiment: str, claim: Claim, metric: str) -> Evidence:
-  """The evidence on ``claim`` from the finished runs of ``experiment``."""
+def judge(runs: Sequence[Run], experiment: str, claim: Claim, metric: str,
+          timings: Sequence[Mapping] = ()) -> Evidence:
+  """The evidence on ``claim`` from the finished runs of ``experiment``; a step_time
+  claim's from its dedicated timing among ``timings`` (``timing.load``): the members'
+  logged times measure the machine's load."""
+  if claim.kind == "step_time":
+    found = timing_lib.evidence(claim, timings)
+    ev = Evidence(claim, timing_lib.METRIC, found.verdict, found.why, notes=found.notes)
+    if not found.verdict:
+      # The sign test's p at any point (RatioEstimate.p_value) makes the same
+      # hypotheses, in the same family, as every other claim's.
+      ev.estimate, ev.seeds = found.estimate, found.estimate.n
+      ev.hypotheses = _hypotheses(claim, found.estimate)
+    return ev
   ev = Evidence(claim, metric)
   finished = finished_runs(runs, experiment)
   ours = side_runs(finished, claim.where, claim.field, claim.norm)
@@ -345,9 +353,6 @@ def judge(runs: Sequence[Run], experiment: str, claim: Claim, metric: str) -> Ev
              if not side]
   if missing:
     ev.verdict, ev.why = NOT_RUN, f"no finished {' or '.join(missing)} runs yet"
-    return ev
-  if claim.kind == "step_time":
-    ev.verdict, ev.why = NOT_TESTABLE, STEP_TIME_NOT_JUDGED
     return ev
   silent = [r.name for r in ours + theirs if not r.diverged and not r.records(metric)]
   if silent:
@@ -434,7 +439,7 @@ def _verdict(ev: Evidence, adjusted: Mapping[str, float]) -> tuple[str, str, str
   e, c = ev.estimate, ev.claim
   shown = {h.rejects for h in ev.hypotheses if adjusted[h.rejects] < rule.ALPHA}
   margin = _effect_text(c, c.margin)
-  if c.kind in ("speed", "final"):
+  if c.kind in ("speed", "final", "step_time"):
     under_margin = (f"; by less than {margin}" if "no difference" in shown else "")
     if "effect" in shown and e.value < 0:
       if c.claimed_effect is None:
@@ -477,6 +482,8 @@ def _effect_text(c: Claim, effect: float) -> str:
 
 
 def _need_text(ev: Evidence) -> str:
+  if ev.claim.kind == "step_time":  # Decided by rounds of a timing, not by seeds.
+    return timing_lib.TOO_WIDE
   if ev.needed is None:
     if ev.estimate is not None and ev.estimate.floor >= ev.claim.effect:
       return ("no number of seeds resolves it: the evaluation grid's resolution "

@@ -175,7 +175,8 @@ def parameters() -> dict[str, Any]:
       "claimed_size": "two-sided test of the claimed size, in the family",
       "gate": "both arms' 95% bound of the mean best beats the trivial model",
       "p_values": "effective standard error: the interval's half-width over its t quantile",
-      "step_time": "not judged from member timings",
+      "step_time": "a dedicated round-robin timing: the median of its rounds' log ratios, "
+                   "sign-test interval and p-values, its stopping rule hashed with the claims",
       "converged_share": CONVERGED_SHARE, "bootstrap_resamples": BOOTSTRAP_RESAMPLES,
       "bootstrap_seed": BOOTSTRAP_SEED,
       "speed_statistic": "paired mean log ratio of crossings, bootstrap standard error, "

@@ -31,14 +31,16 @@ import os
 import re
 import shutil
 import sys
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from lnorm import config as config_lib
 from lnorm.analysis import claims
+from lnorm.analysis import code_versions
 from lnorm.analysis import compare
 from lnorm.analysis import generated_block
 from lnorm.analysis import rule
 from lnorm.analysis import runs as runs_lib
+from lnorm.analysis import timing
 from lnorm.errors import ConfigError
 from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import preemption
@@ -491,6 +493,8 @@ class ClaimResult:
   beyond_plan: tuple[int, ...] = ()
   #: Some of the records judged were made under rule version 2 (re-judged under 3).
   rejudged: bool = False
+  #: When the claim's members come from different training code: what differs.
+  code: str = ""
 
 
 @dataclasses.dataclass
@@ -579,6 +583,8 @@ class Report:
         lines.append(f"  - exploratory, with seed{'s' if len(v.beyond_plan) > 1 else ''} "
                      f"{', '.join(map(str, v.beyond_plan))} beyond the plan (no verdict): "
                      f"{claims.exploratory_text(v.exploratory)}.")
+      if v.code:
+        lines.append(f"  - {v.code}.")
     return lines
 
   def _seeds_markdown(self) -> list[str]:
@@ -633,6 +639,8 @@ def _pilot_cell(v: ClaimResult) -> str:
 
 def _needed(v: ClaimResult) -> str:
   """What the claim's pilot says it needs (the plan reads this, never later seeds)."""
+  if v.claim.kind == "step_time":
+    return "— (a timing decides it)"
   ev = None if v.plan is None else v.plan.pilot_evidence.get(v.claim.key)
   if ev is None:
     running = v.plan is not None and v.evidence is not None and v.evidence.verdict not in (
@@ -730,7 +738,8 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
     rows += _headline(p, planned)
     for c in p.experiment.claims_at(p.scale):
       results.append(_claim_result(c, p, plan, planned, kept, found,
-                                   [] if ignore_rule else refused[p.experiment.name]))
+                                   [] if ignore_rule else refused[p.experiment.name],
+                                   _timings(p, records)))
   for result, verdict in zip(results, claims.decide([r.evidence for r in results])):
     result.verdict = verdict
   missing = {p.experiment.name: [m.name for m in p.members
@@ -751,9 +760,11 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
 
 def _claim_result(c: suite.Claim, p: Plan, plan: SeedPlan | None,
                   planned: Sequence[runs_lib.Run], kept: Sequence[runs_lib.Run],
-                  found: Sequence[runs_lib.Run], refused: Sequence[str]) -> ClaimResult:
+                  found: Sequence[runs_lib.Run], refused: Sequence[str],
+                  timings: Sequence[Mapping[str, Any]] = ()) -> ClaimResult:
   """One claim's evidence on the planned seeds' records (``planned``, of ``kept``,
-  those under the rule), and on every seed where some lie beyond the plan."""
+  those under the rule), and on every seed where some lie beyond the plan; a step-time
+  claim's from its experiment's ``timings`` (:func:`_timings`)."""
   name, metric = p.experiment.name, p.experiment.metric
   outside = _outside_setting(c, p.setting)
   if outside:
@@ -764,20 +775,47 @@ def _claim_result(c: suite.Claim, p: Plan, plan: SeedPlan | None,
     return ClaimResult(c, name, None, claims.Evidence(c, metric, rule.REFUSED, (
         "records made under another rule or setting: rerun " + _members_text(refused))),
                        plan)
-  if plan is not None and plan.planned == plan.pilot and c.key in plan.pilot_evidence:
+  if (plan is not None and plan.planned == plan.pilot and c.key in plan.pilot_evidence
+      and c.kind != "step_time"):  # A timing, not the seeds, decides a step-time claim.
     ev = plan.pilot_evidence[c.key]  # The same seeds: judged once.
   else:
-    ev = claims.judge(planned, name, c, metric)
-  result = ClaimResult(c, name, None, ev, plan)
+    ev = claims.judge(planned, name, c, metric, timings)
+  result = ClaimResult(c, name, None, ev, plan, code=_claim_code(c, planned, name))
   beyond = set().union(*claims.side_seeds(kept, name, c)) - set(
       plan.planned if plan is not None else ())
   if plan is not None and beyond:
     result.beyond_plan = tuple(sorted(beyond))
-    result.exploratory = claims.judge(kept, name, c, metric)
+    result.exploratory = claims.judge(kept, name, c, metric, timings)
   sides = [r for r in claims.finished_runs(planned, name) if compare.matches(r.config, c.where)
            and str(r.config.get(c.field)) in (c.norm, c.against)]
   result.rejudged = any(suite.made_under_v2(r.config) for r in sides)
   return result
+
+
+def _timings(plan: Plan, records: str) -> list[dict[str, Any]]:
+  """The experiment's timing records (``timing.load``), each with its ``drift``: how
+  its config differs from the command of its setting's baseline member now (as a
+  stale record's does, :func:`config_drift`)."""
+  variants = plan.setting.variants
+  out = []
+  for t in timing.load(os.path.join(records, plan.experiment.name)):
+    index = suite.variant_index(t["config"], variants)
+    if index is None:
+      drift = ["its config is none of the setting's variants"]
+    else:
+      drift = config_drift(t["config"], command_config(
+          plan.experiment, plan.scale, variants[index], t["baseline"],
+          int(t["config"].get("seed", 0))))
+    out.append({**t, "drift": drift})
+  return out
+
+
+def _claim_code(c: suite.Claim, runs: Sequence[runs_lib.Run], experiment: str) -> str:
+  """The report's line on the training code of the claim's members (both sides)."""
+  finished = claims.finished_runs(runs, experiment)
+  members = [r for value in (c.norm, c.against)
+             for r in claims.side_runs(finished, c.where, c.field, value)]
+  return code_versions.training_code_note(members)
 
 
 def _touches(c: suite.Claim, runs: Sequence[runs_lib.Run], plan: Plan,

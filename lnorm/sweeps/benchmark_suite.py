@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 from lnorm.analysis import compare
 from lnorm.analysis import rule
 from lnorm.analysis import specs
+from lnorm.analysis import timing
 from lnorm.analysis.rule import Claim
 from lnorm.analysis.specs import CORE_NORMS, SCALES, TRANSFORMER_NORMS, Setting
 from lnorm.errors import UserError
@@ -59,8 +60,9 @@ def claims_record(experiments: Sequence[Experiment] = SUITE) -> dict:
 
 
 def rule_hash() -> str:
-  """The hash of the verdict rule that judges the suite: its parameters and claims."""
-  return rule.rule_hash(claims_record())
+  """The hash of the verdict rule that judges the suite: its parameters and claims,
+  with the stopping rule of the timings that decide the step-time claims."""
+  return rule.rule_hash({**claims_record(), "step_time_timing": timing.stopping_rule()})
 
 
 #: The records made under rule version 2, which hashed the rule, the claims and the

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import platform
+import re
+import subprocess
 from importlib import metadata
 from typing import Any
 
@@ -51,24 +53,93 @@ def _version(package: str) -> str | None:
     return None
 
 
-def _cpu_model() -> str:
+#: Where Linux describes the processor.
+CPUINFO = "/proc/cpuinfo"
+#: The instruction-set flags that decide the code XLA:CPU emits: LLVM compiles each
+#: jitted function for the host's features, so the vector width and fused
+#: multiply-add change how a sum is split and rounded. Two machines that both call
+#: themselves "AMD EPYC", one with AVX-512 and one without, run different code.
+_ISA_FLAGS = re.compile(r"(sse4_[12]|avx|avx2|fma|f16c|avx512\w*|avx_?vnni\w*|avx_ifma"
+                        r"|avx_ne_convert|amx\w*|asimd\w*|sve\w*)")
+
+
+def parse_cpuinfo(text: str) -> dict[str, Any]:
+  """The first processor of a ``/proc/cpuinfo`` listing: its name, vendor, family,
+  model and stepping (x86's fields; None where the listing has none, as on ARM) and
+  its instruction-set flags that matter to XLA (:data:`_ISA_FLAGS`).
+
+  Keys are matched whole: x86 lists ``model`` (a number) before ``model name``, so a
+  prefix match would take the number for the name."""
+  fields: dict[str, str] = {}
+  for line in text.splitlines():
+    if not line.strip():
+      if fields:
+        break  # The first processor's block ends; the others repeat it.
+      continue
+    key, sep, value = line.partition(":")
+    if sep:
+      fields.setdefault(key.strip(), value.strip())
+  flags = (fields.get("flags") or fields.get("Features") or "").split()
+  return {"cpu": fields.get("model name") or platform.processor() or platform.machine(),
+          "cpu_vendor": fields.get("vendor_id"), "cpu_family": fields.get("cpu family"),
+          "cpu_model": fields.get("model"), "cpu_stepping": fields.get("stepping"),
+          "cpu_isa": sorted(f for f in set(flags) if _ISA_FLAGS.fullmatch(f))}
+
+
+def cpu_description(path: str = CPUINFO) -> dict[str, Any]:
+  """:func:`parse_cpuinfo` of this machine (of nothing where ``path`` cannot be read:
+  the name then comes from ``platform``)."""
   try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
+    with open(path) as f:
+      text = f.read()
   except OSError:
-    pass
-  return platform.processor() or platform.machine()
+    text = ""
+  return parse_cpuinfo(text)
 
 
 def describe() -> dict[str, Any]:
-  """The versions, the processor and the thread count a run's numbers depend on."""
+  """The versions, the processor (its instruction sets included) and the thread
+  count a run's numbers depend on."""
   return {
       "python": platform.python_version(),
       **{name: _version(name) for name in ("jax", "jaxlib", "flax", "optax", "numpy")},
       "machine": platform.machine(),
-      "cpu": _cpu_model(),
+      **cpu_description(),
       "xla_cpu_threads": os.environ.get(THREADS_ENV),
       "xla_flags": os.environ.get("XLA_FLAGS", ""),
   }
+
+
+#: The folders whose code decides a run's numbers: a change to docs or tests does not.
+CODE_FOLDERS = ("lnorm", "experiments", "configs")
+#: How many changed files a record names; the count is always given.
+_CHANGED_SHOWN = 20
+
+
+def _git(root: str, *args: str) -> str:
+  # --no-optional-locks: runs that start together must not race for the index lock.
+  return subprocess.run(["git", "--no-optional-locks", "-C", root, *args], check=True,
+                        capture_output=True, text=True, timeout=30).stdout
+
+
+def code_revision(root: str | None = None) -> dict[str, Any]:
+  """The code a run trains with: the git commit of the checkout ``lnorm`` is imported
+  from (``root``: its parent folder) and whether CODE_FOLDERS differ from that commit
+  (edited, added or deleted files, untracked ones included). Without git (an
+  installed package, or no ``git`` command) the commit is None and ``why`` says so."""
+  # lnorm/training/environment.py -> the folder that holds lnorm/.
+  root = root or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  if not os.path.exists(os.path.join(root, ".git")):  # A folder, or a worktree's file.
+    return {"commit": None, "why": f"{root} is not a git checkout (an installed package?)"}
+  try:
+    commit = _git(root, "rev-parse", "HEAD").strip()
+    changed = _git(root, "status", "--porcelain", "--untracked-files=all", "--",
+                   *CODE_FOLDERS).splitlines()
+  except FileNotFoundError:
+    return {"commit": None, "why": "the git command is not installed"}
+  except (subprocess.SubprocessError, OSError) as e:
+    detail = getattr(e, "stderr", "") or str(e)
+    return {"commit": None, "why": f"git could not read {root}: {detail.strip()[:200]}"}
+  paths = [line[3:] for line in changed]
+  return {"commit": commit, "dirty": bool(paths), "changed_files": len(paths),
+          "changed": paths[:_CHANGED_SHOWN]}

@@ -179,7 +179,7 @@ def _open_records(run: Run, state: TrainState, start_step: int) -> MetricWriter:
       "environment": environment.describe(),
       # What a model that learned nothing scores: no part of the run's identity, so
       # a workdir written before it existed, or by another version of it, resumes.
-      "trivial": run.task.trivial_baseline(run.dataset)})
+      "trivial": run.task.trivial_baseline(run.dataset)}, resumed=start_step > 0)
   logging.info("Data: %s", json.dumps(run.data_record))
   logging.info("Model: %d parameters; %d steps per epoch; %d devices.", num_params,
                run.steps_per_epoch, run.mesh.size)

@@ -36,6 +36,7 @@ from lnorm import config as config_lib
 from lnorm.data import batching
 from lnorm.rnn import cells
 from lnorm.training import assembly
+from lnorm.training import environment
 from lnorm.training import host_memory
 from lnorm.training.optim import make_optimizer
 from lnorm.training.steps import TrainState, make_train_step
@@ -205,21 +206,39 @@ def _step_runner(task: Task, model, config: ml_collections.ConfigDict, batch) ->
   return run
 
 
+def time_rounds(steps_by_name: Mapping[str, Callable[[], Any]], *, rounds: int | None = None,
+                stop: Callable[[dict[str, list[float]]], Any] | None = None,
+                ) -> dict[str, dict[str, list[float]]]:
+  """name -> {"wall": [...], "cpu": [...]}: every round's seconds of one call of each
+  step, the calls interleaved one of each per round so that a shared machine's load
+  falls on every contender alike, each round starting one name further on (so that
+  no name always follows the same one). Runs ``rounds`` rounds, or until
+  ``stop(cpu seconds by name)`` returns something true after a round. Each callable
+  takes one step and waits for it (``_step_runner``)."""
+  if (rounds is None) == (stop is None):
+    raise ValueError("give either rounds or stop")
+  names = list(steps_by_name)
+  times = {name: {"wall": [], "cpu": []} for name in names}
+  done = 0
+  while True:
+    for name in names[done % len(names):] + names[:done % len(names)]:
+      start_wall, start_cpu = time.perf_counter(), time.process_time()
+      steps_by_name[name]()
+      times[name]["wall"].append(time.perf_counter() - start_wall)
+      times[name]["cpu"].append(time.process_time() - start_cpu)
+    done += 1
+    if (done >= rounds) if stop is None else stop(
+        {name: t["cpu"] for name, t in times.items()}):
+      return times
+
+
 def round_robin(steps_by_name: Mapping[str, Callable[[], Any]],
                 rounds: int) -> dict[str, tuple[float, float]]:
-  """name -> (median wall, median CPU seconds) of a call, the calls interleaved one of
-  each per round, so that a shared machine's load falls on every contender alike.
-  Each callable takes one step and waits for it (``_step_runner``)."""
-  wall = {name: [] for name in steps_by_name}
-  cpu = {name: [] for name in steps_by_name}
-  for _ in range(rounds):
-    for name, step in steps_by_name.items():
-      start_wall, start_cpu = time.perf_counter(), time.process_time()
-      step()
-      wall[name].append(time.perf_counter() - start_wall)
-      cpu[name].append(time.process_time() - start_cpu)
-  return {name: (statistics.median(wall[name]), statistics.median(cpu[name]))
-          for name in steps_by_name}
+  """name -> (median wall, median CPU seconds) of a call over ``rounds`` rounds of
+  :func:`time_rounds`."""
+  times = time_rounds(steps_by_name, rounds=rounds)
+  return {name: (statistics.median(t["wall"]), statistics.median(t["cpu"]))
+          for name, t in times.items()}
 
 
 def compare_scan(config: ml_collections.ConfigDict, steps: int = 5) -> dict[str, Any]:
@@ -239,10 +258,13 @@ def compare_scan(config: ml_collections.ConfigDict, steps: int = 5) -> dict[str,
 
 
 def compare_norms(config: ml_collections.ConfigDict, norms: Sequence[str],
-                  steps: int = 20) -> dict[str, Any]:
-  """Median wall and CPU seconds of the train step with each of ``norms`` in place of
-  the config's normalizer, timed round-robin (one step of each per round) so that a
-  shared machine's load falls on all alike; the ratios are against the first name.
+                  steps: int | None = 20,
+                  stop: Callable[[dict[str, list[float]]], Any] | None = None,
+                  ) -> dict[str, Any]:
+  """The train step with each of ``norms`` in place of the config's normalizer, timed
+  round-robin (:func:`time_rounds`: ``steps`` rounds, or until ``stop`` says so) so
+  that a shared machine's load falls on all alike: every round's wall and CPU
+  seconds, and each one's medians with their ratios to the first name's.
 
   Every model trains on the same batch: the first training batch of the first norm's
   run (the data do not depend on the normalizer). ``lnorm flops --compare-norms``.
@@ -256,14 +278,18 @@ def compare_norms(config: ml_collections.ConfigDict, norms: Sequence[str],
       batch = jax.tree.map(jnp.asarray,
                            training_batches(variant, run.train_arrays, None)[0])
     runners[norm] = _step_runner(run.task, run.model, variant, batch)
-  medians = round_robin(runners, steps)
-  base_wall, base_cpu = medians[norms[0]]
-  rows = [{"norm": norm, "step_seconds_wall_median": wall, "step_seconds_cpu_median": cpu,
-           "wall_over_baseline": wall / base_wall, "cpu_over_baseline": cpu / base_cpu}
-          for norm, (wall, cpu) in medians.items()]
-  return {"experiment": config.experiment, "baseline": norms[0], "rounds": steps,
-          "batch_size": config.batch_size,
-          "shapes": {k: list(v.shape) for k, v in batch.items()}, "rows": rows}
+  seconds = time_rounds(runners, rounds=None if stop else steps, stop=stop)
+  medians = {norm: {clock: statistics.median(t[clock]) for clock in t}
+             for norm, t in seconds.items()}
+  base = medians[norms[0]]
+  rows = [{"norm": norm, "step_seconds_wall_median": m["wall"],
+           "step_seconds_cpu_median": m["cpu"],
+           "wall_over_baseline": m["wall"] / base["wall"],
+           "cpu_over_baseline": m["cpu"] / base["cpu"]} for norm, m in medians.items()]
+  return {"experiment": config.experiment, "baseline": norms[0],
+          "rounds": len(seconds[norms[0]]["cpu"]), "batch_size": config.batch_size,
+          "shapes": {k: list(v.shape) for k, v in batch.items()}, "rows": rows,
+          "seconds": seconds}
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
@@ -289,13 +315,17 @@ def machine_record() -> dict[str, Any]:
   distributions' metadata, so torch is reported without importing it (None when it
   is not installed).
   """
-  affinity = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+  affinity = (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
               else None)
   return {
       "cpu_count": os.cpu_count(),
       # The cores this process may run on: fewer than cpu_count under taskset or a
       # container's CPU set, and the figures depend on it.
-      "cpu_affinity_count": affinity,
+      "cpu_affinity_count": None if affinity is None else len(affinity),
+      "cpu_affinity": affinity,
+      # The processor's family, model and instruction sets: what XLA:CPU compiles for.
+      **environment.cpu_description(),
+      "xla_cpu_threads": os.environ.get(environment.THREADS_ENV),
       "platform": platform.platform(),
       "jax_backend": jax.default_backend(),
       "jax_devices": [str(d) for d in jax.devices()],

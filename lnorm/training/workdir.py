@@ -1,6 +1,7 @@
 """What a workdir says about the run it holds, and the checks that keep one run in it.
 
-``config.json`` records the config, the data the run trained on and the machine. A
+``config.json`` records the config, the data the run trained on, the machine and the
+commit of the code (``write_run_record``). A
 rerun with the same workdir resumes, so before it trains it must be the same run:
 ``check_workdir`` compares the config, ``check_data`` the data the config resolved
 to. Data can change without any config field changing: under ``data.source=auto``,
@@ -24,6 +25,7 @@ import numpy as np
 from lnorm import config as config_lib
 from lnorm.data.core import Dataset
 from lnorm.errors import DataConflictError, WorkdirConflictError
+from lnorm.training import environment
 from lnorm.training.run_files import CONFIG_FILE, METRICS_FILE, read_jsonl
 from lnorm.training.defaults import RESUMABLE_FIELDS
 
@@ -176,18 +178,35 @@ def earlier_attempt(workdir: str) -> str | None:
   return " and ".join(left) or None
 
 
+def _code_before_resume(workdir: str, code: dict[str, Any]) -> list[dict[str, Any]]:
+  """The code of the stretches of a resumed run that ``code`` did not train, as the
+  record being replaced lists them (its own ``code`` last); [] when one code trained
+  them all."""
+  previous = _previous_record(workdir) or {}
+  earlier = list(previous.get("code_before_resume", [])) + [
+      previous.get("code") or {"commit": None, "why": "its record names no code"}]
+  return earlier if any(c != code for c in earlier) else []
+
+
 def write_run_record(workdir: str, config: ml_collections.ConfigDict,
-                     data: dict[str, Any], extra: dict[str, Any]) -> None:
+                     data: dict[str, Any], extra: dict[str, Any],
+                     resumed: bool = False) -> None:
   """Writes ``config.json``; ``data`` is the ``data_record`` the run trains on, which
-  ``check_data`` has compared with the record it replaces."""
+  ``check_data`` has compared with the record it replaces. It names the code that
+  trains (``environment.code_revision``) and, for a run ``resumed`` from a
+  checkpoint, the code of its earlier stretches where that differs."""
   if jax.process_index() != 0:
     return
+  code = environment.code_revision()
+  earlier = _code_before_resume(workdir, code) if resumed else []
   record = {
       "config": config_lib.to_flat_dict(config),
       "data": data,
       "devices": {"count": jax.device_count(), "platform": jax.devices()[0].platform,
                   "processes": jax.process_count()},
       "jax_default_matmul_precision": str(jax.config.jax_default_matmul_precision),
+      "code": code,
+      **({"code_before_resume": earlier} if earlier else {}),
       **extra,
   }
   with open(os.path.join(workdir, CONFIG_FILE), "w") as f:
