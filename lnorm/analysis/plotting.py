@@ -24,8 +24,8 @@ from lnorm.analysis import compare
 from lnorm.analysis import seed_bands
 from lnorm.analysis import specs
 from lnorm.errors import UserError
-from lnorm.analysis.runs import (LABEL_IGNORE, Run, distinguishing_keys, is_seed, label_runs,
-                                 load_runs, summary_metrics)
+from lnorm.analysis.runs import (LABEL_IGNORE, Run, is_ignored, is_seed, label_runs, load_runs,
+                                 summary_metrics)
 
 
 def _pyplot():
@@ -474,19 +474,44 @@ def sweep_figures(sweep_dir: str, experiment: str | None) -> list[str]:
 
 def not_the_figures_settings(spec: Figure, runs: Sequence[Run]) -> str | None:
   """Why the runs of a sweep are not the settings of the paper's figure ``spec``, or
-  None when they are: the sweep varies the normalizer, and nothing but the
-  normalizer, the seed and the fields the figure's panels are drawn at (Figure 6's
-  batch size), each run at a value one of its panels shows. A learning-rate sweep
-  is not Figure 6, whatever its batch size."""
-  shown_fields = {k for p in spec.panels for k in p.where}
-  varied = distinguishing_keys([r.overrides for r in runs], ignore=LABEL_IGNORE)
-  others = [k for k in varied if k != "norm" and not is_seed(k) and k not in shown_fields]
+  None when they are: the sweep's members (their overrides) vary the normalizer, and
+  nothing but the normalizer, the seed and the figure's fields (:func:`figure_fields`)
+  or what those determine (the steps per call of a batch size), each run at a value
+  one of its panels shows. A learning-rate sweep is not Figure 6, whatever its batch
+  size."""
+  settings = [r.overrides for r in runs]
+  keys = list(dict.fromkeys(k for s in settings for k in s if not is_ignored(k, LABEL_IGNORE)))
+  varied = [k for k in keys if len({repr(s.get(k)) for s in settings}) > 1]
+  figure = [k for k in varied if k == "norm" or is_seed(k) or k in figure_fields(spec)]
+  others = [k for k in varied if k not in figure and not _determined(k, figure, settings)]
   if others:
-    return f"the sweep varies {', '.join(others)}, which the figure does not"
+    named = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    return f"the sweep varies {named}, which the figure does not"
   if "norm" not in varied:
     return "the sweep does not vary the normalizer, which the figure compares"
+  shown_fields = {k for p in spec.panels for k in p.where}
   for r in runs:
     if not any(_matches(r, p.where) for p in spec.panels):
       at = ", ".join(f"{k}={r.config.get(k)}" for k in sorted(shown_fields))
       return f"its run {r.name} is at {at}, which no panel of the figure shows"
   return None
+
+
+def _determined(key: str, by: Sequence[str], settings: Sequence[Mapping[str, Any]]) -> bool:
+  """Whether each combination of the values of ``by`` comes with one value of ``key``."""
+  seen: dict[tuple, str] = {}
+  for s in settings:
+    value = seen.setdefault(tuple(repr(s.get(k)) for k in by), repr(s.get(key)))
+    if value != repr(s.get(key)):
+      return False
+  return True
+
+
+def figure_fields(spec: Figure) -> set[str]:
+  """The config fields the runs of a paper's figure differ in besides the normalizer
+  and the seed: those its panels are drawn at (Figure 6's batch size), and those that
+  name its experiment's variants in the benchmark, which are the paper's settings (the
+  reader's LN gain, 1.0 and 0.1 in Figure 2)."""
+  experiment = specs.BY_NAME.get(spec.experiment)
+  variants = [v for s in experiment.scales.values() for v in s.variants] if experiment else []
+  return {k for p in spec.panels for k in p.where} | {k for v in variants for k in v}

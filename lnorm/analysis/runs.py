@@ -215,7 +215,8 @@ def summary_metrics(records: Sequence[Mapping[str, Any]]) -> list[str]:
 # --- settings and their names --------------------------------------------------------------
 
 
-def _ignored(key: str, ignore: Iterable[str]) -> bool:
+def is_ignored(key: str, ignore: Iterable[str]) -> bool:
+  """Whether ``key`` is one of ``ignore``, or under one that ends with a dot ("wandb.")."""
   return any(key == f or (f.endswith(".") and key.startswith(f)) for f in ignore)
 
 
@@ -234,7 +235,7 @@ def distinguishing_keys(settings: Sequence[Mapping[str, Any]],
   ignore = tuple(ignore)
   keys: list[str] = []
   for s in settings:
-    keys += [k for k in s if k not in keys and not _ignored(k, ignore)]
+    keys += [k for k in s if k not in keys and not is_ignored(k, ignore)]
   varying = [k for k in keys if len({_hashable(s.get(k)) for s in settings}) > 1]
 
   def distinct(ks):
