@@ -396,10 +396,11 @@ def test_markers_are_added_after_the_title_then_replaced():
 # --- the document ----------------------------------------------------------------------------
 
 
-def test_results_md_shows_what_the_committed_records_give():
+def test_results_md_shows_what_the_committed_records_give(monkeypatch):
   """docs/results.md's headline is exactly `lnorm benchmark --report-only`'s output
   from results/cpu: rerun `lnorm benchmark --report-only --update docs/results.md`
   after committing records."""
+  monkeypatch.chdir(REPO)  # The command runs in this checkout.
   with open(os.path.join(REPO, "docs", "results.md")) as f:
     shown = bench.between_markers(f.read())
   assert shown is not None, "docs/results.md has no benchmark markers"

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     raise UserError(f"--parallel {args.parallel}: run at least 1 member at once.")
   experiments = suite.select_experiments(args.experiments)
   seeds = suite.parse_seeds(args.seeds)
-  norms = suite.parse_norms(args.norms, experiments)
+  norms = suite.parse_norms(args.norms, experiments, args.scale)
   records = args.records or bench.records_root(args.scale, args.workdir)
   # Without --records, members that are not the suite's own (a normalizer it does not
   # run, a config it does not give) keep their records beside their runs: a checkout's

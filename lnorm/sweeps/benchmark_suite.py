@@ -17,16 +17,17 @@ Each experiment's settings per scale, claim grid and claims are declared in its 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import re
 from typing import Mapping, Sequence
 
+from lnorm import config as config_lib
 from lnorm.analysis import compare
 from lnorm.analysis import rule
 from lnorm.analysis import specs
 from lnorm.analysis.rule import Claim
 from lnorm.analysis.specs import CORE_NORMS, SCALES, TRANSFORMER_NORMS, Setting
 from lnorm.errors import ConfigError, UserError
+from lnorm.sweeps import space as sweep_space
 
 #: An experiment as the suite reads it: its spec (``lnorm.analysis.specs``), where
 #: each experiment's settings, claims and normalizers are declared.
@@ -144,32 +145,25 @@ def parse_seeds(text: str | None) -> list[int] | None:
   return seeds
 
 
-def parse_norms(text: str | None,
-                experiments: Sequence[Experiment] = ()) -> list[str] | None:
+def parse_norms(text: str | None, experiments: Sequence[Experiment] = (),
+                scale: str = "cpu") -> list[str] | None:
   """``--norms none,ln,my_pkg.norms:CenteredRMS``: passed to the config's ``norm``.
   Each is checked for every experiment of ``experiments`` as ``lnorm train`` checks a
-  config's ``norm`` (``check_norm_choice``: a name the experiment takes, or an import
-  path that imports), before anything runs or is read: an unknown one would otherwise
-  judge nothing and say nothing."""
+  config's ``norm`` (a name the experiment's task takes, or an import path that
+  imports), before anything runs or is read: an unknown one would otherwise judge
+  nothing and say nothing."""
   norms = _parse_list(text, "--norms")
   for e in experiments:
     for norm in norms or ():
       if norm in e.norms:
         continue  # The suite runs it: the experiment takes it.
+      config = config_lib.load_config(e.scales[scale].config)
+      config_lib.apply_overrides(config, {"norm": norm})
       try:
-        check_norm(norm, e.name)
+        sweep_space.check_config(config)
       except ConfigError as err:
         raise UserError(f"--norms {norm}: {err}") from None
   return norms
-
-
-def check_norm(norm: str, experiment: str) -> None:
-  """``lnorm train``'s check of ``norm`` for ``experiment``: its task's choices."""
-  # Imported here: the tasks import JAX and flax, which the suite's facts do not need.
-  from lnorm.normalization import check_norm_choice  # pylint: disable=g-import-not-at-top
-  from lnorm.training import experiments  # pylint: disable=g-import-not-at-top
-  task = importlib.import_module(experiments.EXPERIMENTS[experiment]).Task
-  check_norm_choice(norm, task.norms, experiment)
 
 
 def parse_variants(text: str | None) -> dict[str, str] | None:
