@@ -109,6 +109,15 @@ def test_an_override_keeps_the_checkouts_committed_records_as_they_are(checkout,
   # The report is of the command's records alone, and its header says where they are.
   assert f"Generated from the records under `{own}/` (one run" in captured.out
   assert "Records made under another rule" not in captured.out
+  # The suite's own report, with the same workdir, reads the checkout's records only:
+  # the override's runs of the suite's normalizers are not its members.
+  assert benchmark("--seeds", "0", "--norms", "none", "--workdir", "other",
+                   "--report-only") == 0
+  out = capsys.readouterr().out
+  assert f"Generated from the records under `{results}/` (one run" in out
+  assert "Records made under another rule" not in out
+  assert "| perm_mnist, batch_size=4 | none (baseline) | validation/error | 1 |" in out
+  assert "| perm_mnist, batch_size=4 | ln |" not in out
   # docs/gpu.md's batch 128, in the same workdir: refused, the workdir's runs named.
   assert benchmark("--seeds", "0", "--norms", "none", "--workdir", "other",
                    "--records", "elsewhere", "--config.batch_size=128") == 2
@@ -256,7 +265,8 @@ def test_a_damaged_record_is_listed_and_the_report_fails(recorded, tmp_path, cap
   assert "| perm_mnist, batch_size=4 | none (baseline) | validation/error | 2 |" in (
       captured.out)
   assert doc.read_text() == "# Results\n"
-  assert f"Did not write the report into {doc}: 1 damaged records" in captured.out
+  assert (f"Did not write the report into {doc}: 1 damaged record (listed above) left out "
+          "of it.") in captured.out
   assert captured.err == (f"lnorm benchmark: 1 damaged record not judged, the first "
                           f"{path}: {what}.\n")
 

@@ -92,7 +92,8 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   if args.print_commands:
     if not bench.print_commands(plans, records):
       print(f"Nothing to run: every selected member ({sum(len(p.members) for p in plans)}) "
-            f"has records under {records} or a finished run under {args.workdir}. "
+            f"has records under {bench.shown(records)} or a finished run under "
+            f"{args.workdir}. "
             "`lnorm benchmark --report-only` prints their report.", file=sys.stderr)
     return 0
   if not args.report_only:
@@ -133,8 +134,9 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   print()
   print(text, end="")
   if args.update and report.damaged:
-    print(f"\nDid not write the report into {args.update}: {len(report.damaged)} damaged "
-          "records (listed above) are left out of it.")
+    count = len(report.damaged)
+    print(f"\nDid not write the report into {args.update}: {count} damaged "
+          f"record{'s' if count > 1 else ''} (listed above) left out of it.")
   elif args.update:
     if not os.path.exists(args.update):
       raise UserError(f"--update {args.update}: no such file.")

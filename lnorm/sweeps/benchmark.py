@@ -133,7 +133,7 @@ class Plan:
   own_records: str | None = None
   #: The command's --config.x=y, which every member runs with.
   overrides: Mapping[str, str] = dataclasses.field(default_factory=dict)
-  _suite_members: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+  _changed: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
   def record_dir(self, records: str, member: suite.Member) -> str:
     """Where ``member``'s records are: under the records root ``records`` for the
@@ -144,24 +144,28 @@ class Plan:
 
   def is_suite_member(self, member: suite.Member) -> bool:
     """Whether ``member`` is one of the suite's own: a normalizer its setting runs at
-    the member's variant, with the config the suite gives it (the command's overrides
-    change no field of it but where data and logs go, :data:`PER_RUN_FIELDS`)."""
-    key = (tuple(sorted(member.variant.items())), member.norm, member.seed)
-    if key not in self._suite_members:
-      self._suite_members[key] = self._runs_the_suites_config(member)
-    return self._suite_members[key]
-
-  def _runs_the_suites_config(self, member: suite.Member) -> bool:
+    the member's variant, with the config the suite gives it (:meth:`changes_config`)."""
     variants = list(self.setting.variants)
-    if member.variant not in variants or member.norm not in self.setting.norms_at(
-        variants.index(member.variant), self.experiment.norms):
-      return False
+    return (member.variant in variants
+            and member.norm in self.setting.norms_at(variants.index(member.variant),
+                                                     self.experiment.norms)
+            and not self.changes_config(member))
+
+  def changes_config(self, member: suite.Member) -> bool:
+    """Whether the command's overrides change ``member``'s config from the one the
+    suite gives it, in a field beside where data and logs go (:data:`PER_RUN_FIELDS`):
+    ``--config.data.source=embedded`` does, ``--config.wandb.mode=offline`` or the
+    suite's own value does not."""
     if not self.overrides:
-      return True
-    try:
-      return not config_drift(self.member_config(member, {}), self.member_config(member))
-    except ConfigError:  # The suite's own config no longer runs: not a suite member.
       return False
+    key = (tuple(sorted(member.variant.items())), member.norm, member.seed)
+    if key not in self._changed:
+      try:
+        self._changed[key] = bool(config_drift(self.member_config(member, {}),
+                                               self.member_config(member)))
+      except ConfigError:  # The suite's own config of it no longer runs.
+        self._changed[key] = True
+    return self._changed[key]
 
   def member_of(self, config: Mapping[str, Any]) -> suite.Member | None:
     """The member a record's flat ``config`` is of; None when no variant matches."""
@@ -649,7 +653,8 @@ class Report:
   ignore_rule: bool = False
   #: The seeds a --seeds selection judges on; None: every recorded seed.
   seeds: tuple[int, ...] | None = None
-  #: The folders the records were read from, as the header names them.
+  #: The folders the records were read from (the records root where none held any),
+  #: as the header names them.
   folders: tuple[str, ...] = ()
   #: experiment -> the run folders the table and verdicts were computed from.
   judged: dict[str, list[str]] = dataclasses.field(default_factory=dict)
@@ -669,7 +674,7 @@ class Report:
             + sum(len(r) for r in self.refused.values()))
 
   def markdown(self) -> str:
-    folders = " and ".join(f"`{f}/`" for f in self.folders or (f"results/{self.scale}",))
+    folders = " and ".join(f"`{f}/`" for f in self.folders)
     lines = [f"Generated from the records under {folders} (one run per member: its "
              "config.json and metrics.jsonl) by the verdict "
              f"rule version {rule.VERSION} (hash `{rule.rule_hash()}`), stated in "
@@ -867,14 +872,20 @@ def _read_folder(root: str, experiment: str) -> tuple[list[runs_lib.Run], dict[s
 
 
 def _belongs(plan: Plan, records: str, root: str, run: runs_lib.Run) -> bool:
-  """Whether ``run``, found under ``root``, is where this command keeps its member's
-  records; a record of no variant is read wherever it is, to be named as stale."""
+  """Whether ``run``, found under ``root``, is one this command reads there: under the
+  records root, a record whose config the command's overrides leave as the suite's
+  (results/ holds the suite's own, and records made there before a normalizer's
+  records went beside the runs); under the own records folder, one of a member that
+  is not the suite's own. A record of no variant is read wherever it is, to be named
+  as stale."""
   if run.config.get("experiment") != plan.experiment.name:
     return False
   member = plan.member_of(run.config)
-  if member is None:
+  if member is None or not plan.own_records:
     return True
-  return os.path.dirname(os.path.dirname(plan.record_dir(records, member))) == root
+  if root == records:
+    return not plan.changes_config(member)
+  return not plan.is_suite_member(member)
 
 
 def build_report(plans_: Sequence[Plan], records: str, scale: str,
@@ -924,7 +935,7 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
                 {p.experiment.name: len(p.members) for p in plans_}, seconds,
                 refused={} if ignore_rule else refused, ignore_rule=ignore_rule,
                 seeds=None if seeds is None else tuple(seeds),
-                folders=tuple(shown(f) for f in read.folders), judged=judged,
+                folders=tuple(shown(f) for f in read.folders or [records]), judged=judged,
                 drift={} if ignore_rule else drift, damaged=read.damaged,
                 damaged_members=damaged_members)
 
