@@ -179,15 +179,24 @@ def test_a_finished_run_of_another_config_in_the_workdir_is_not_recorded(tmp_pat
 # --- every record read is whole or named -----------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def recorded_once(tmp_path_factory):
+  """perm_mnist's none and ln at seeds 0-2, recorded once for the module."""
+  folder = tmp_path_factory.mktemp("recorded")
+  with pytest.MonkeyPatch.context() as m:
+    m.setenv("LNORM_DATA_DIR", str(folder / "data"))
+    m.setattr(runner, "_run_member", _fake_train([]))
+    assert benchmark("--seeds", "0-2", "--norms", "none,ln", "--workdir", str(folder / "w"),
+                     "--records", str(folder / "rec")) == 0
+  return folder / "rec"
+
+
 @pytest.fixture
-def recorded(tmp_path, trained, monkeypatch):
-  """perm_mnist's none and ln at seeds 0-2, recorded under a folder of their own."""
+def recorded(recorded_once, tmp_path, monkeypatch):
+  """A copy of ``recorded_once``'s records of their own: the records' perm_mnist folder."""
   monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
-  records = tmp_path / "rec"
-  assert benchmark("--seeds", "0-2", "--norms", "none,ln", "--workdir", str(tmp_path / "w"),
-                   "--records", str(records)) == 0
-  trained.clear()
-  return records / "perm_mnist"
+  shutil.copytree(recorded_once, tmp_path / "rec")
+  return tmp_path / "rec" / "perm_mnist"
 
 
 def _cut(path, keep):
