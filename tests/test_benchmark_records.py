@@ -337,3 +337,13 @@ def test_a_normalizer_one_of_the_experiments_does_not_take_is_refused(capsys, us
                      r"experiment 'transformer_lm'\. Valid choices: none, ln, rms"):
     suite.parse_norms("none,bln", [PERM_MNIST, suite.BY_NAME["transformer_lm"]])
   assert suite.parse_norms("none,bln", [PERM_MNIST]) == ["none", "bln"]
+
+
+def test_report_only_outside_a_checkout_without_records_says_where_it_looked(
+    tmp_path, monkeypatch, capsys):
+  monkeypatch.chdir(tmp_path)
+  assert benchmark("--report-only", "--workdir", "w") == 2
+  assert capsys.readouterr().err == (
+      f"lnorm: error: No records of perm_mnist under {os.path.join('w', 'records', 'cpu')}: "
+      "nothing to report. Run `lnorm benchmark` first, or give the folder of its records "
+      "with --records DIR.\n")

@@ -99,11 +99,7 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   if not args.report_only:
     for plan in plans:  # Before the first member runs, not after.
       bench.refuse_overwrites(plan, records)
-    if not args.records and not bench.checkout_root():
-      print(f"No lnorm checkout at or above {os.getcwd()}: the records go beside the "
-            "workdir (--records DIR puts them elsewhere).", file=sys.stderr)
-    for line in bench.destinations(plans, records):
-      print(line, file=sys.stderr)
+    _say_where_records_go(bench, plans, records, given=bool(args.records))
   failed = []
   # SIGTERM (a preemption) stops the members running, saves what finished, and exits
   # with 130 before the next member starts; the same command resumes.
@@ -121,15 +117,7 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
                     "records `lnorm benchmark` saved there: give the folder it named.")
   report = bench.build_report(plans, records, args.scale, args.ignore_rule_hash, seeds)
   if args.report_only and not report.records_read:
-    experiments_ = ", ".join(p.experiment.name for p in plans)
-    if args.records:
-      raise UserError(f"--records {args.records} holds no records of {experiments_}: "
-                      "nothing to report. Give the folder `lnorm benchmark` saved them in.")
-    read = " or ".join(bench.shown(f) for f in dict.fromkeys(
-        [records] + [p.own_records for p in plans if p.own_records]))
-    raise UserError(f"No records of {experiments_} under {read}: nothing to report. Run "
-                    "`lnorm benchmark` first, or give the folder of its records with "
-                    "--records DIR.")
+    _refuse_an_empty_report(bench, plans, records, args.records)
   text = report.markdown()
   print()
   print(text, end="")
@@ -161,3 +149,25 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
           file=sys.stderr)
     status = 1
   return status
+
+
+def _say_where_records_go(bench, plans, records: str, given: bool) -> None:
+  """One line per records folder the members write to, on stderr (stdout is the
+  report's); outside a checkout, first why the default is beside the workdir."""
+  if not given and not bench.checkout_root():
+    print(f"No lnorm checkout at or above {os.getcwd()}: the records go beside the "
+          "workdir (--records DIR puts them elsewhere).", file=sys.stderr)
+  for line in bench.destinations(plans, records):
+    print(line, file=sys.stderr)
+
+
+def _refuse_an_empty_report(bench, plans, records: str, given: str | None) -> None:
+  """--report-only read no record: a report of nothing would pass for a verdict."""
+  names = ", ".join(p.experiment.name for p in plans)
+  if given:
+    raise UserError(f"--records {given} holds no records of {names}: nothing to report. "
+                    "Give the folder `lnorm benchmark` saved them in.")
+  read = " or ".join(bench.shown(f) for f in dict.fromkeys(
+      [records] + [p.own_records for p in plans if p.own_records]))
+  raise UserError(f"No records of {names} under {read}: nothing to report. Run `lnorm "
+                  "benchmark` first, or give the folder of its records with --records DIR.")
