@@ -41,7 +41,7 @@ def test_a_seed_selection_judges_those_seeds_only(tmp_path, monkeypatch):
   monkeypatch.setattr(runner, "_run_member", _fake_train([]))
   (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"))
   records = str(tmp_path / "results")
-  bench.run(plan, records, {})  # Seeds 0, 1 and 2 recorded.
+  bench.run(plan, records)  # Seeds 0, 1 and 2 recorded.
   (one,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"), seeds=[1])
   report = bench.build_report([one], records, "cpu", seeds=[1])
   assert [(r.norm, r.runs) for r in report.rows] == [("none", 1), ("ln", 1)]
@@ -65,7 +65,7 @@ def record(tmp_path, monkeypatch, norms, seeds):
   records = str(tmp_path / "recorded")
   (plan,) = bench.plans([suite.BY_NAME["perm_mnist"]], "cpu", str(tmp_path / "made"),
                         norms, seeds)
-  bench.run(plan, records, {})
+  bench.run(plan, records)
   return records
 
 
@@ -133,17 +133,80 @@ def test_a_record_made_under_another_rule_is_run_again(tmp_path, monkeypatch, ca
   assert "--config.norm=none" in line
 
 
-# --- a user's own normalizer keeps its records out of results/ --------------------------------
+# --- where records go: the checkout's results/ for the suite's own, else beside the runs -------
 
 
-def test_a_users_normalizer_records_go_beside_its_runs(tmp_path, monkeypatch, capsys,
-                                                       users_norm):
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+  """A second checkout of lnorm (its pyproject.toml and results/), the command run
+  from a folder inside it; lnorm itself imports from this repository, as from an
+  editable install of another clone."""
+  root = tmp_path / "clone"
+  (root / "results").mkdir(parents=True)
+  (root / "pyproject.toml").write_text('[project]\nname = "lnorm"\nversion = "0.1.0"\n')
+  (root / "notes").mkdir()
+  monkeypatch.chdir(root / "notes")
   monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  return root
+
+
+def test_the_default_records_folder_is_the_checkouts_the_command_runs_in(checkout, tmp_path,
+                                                                        monkeypatch):
+  assert bench.checkout_root() == str(checkout)
+  assert bench.records_root("cpu") == str(checkout / "results" / "cpu")
+  assert bench.records_root("paper", "w") == str(checkout / "results" / "paper")
+  # A folder with lnorm's pyproject.toml but no results/, or another project's, is none.
+  (checkout / "notes" / "pyproject.toml").write_text('[project]\nname = "lnorm"\n')
+  assert bench.checkout_root() == str(checkout)
+  (checkout / "notes" / "results").mkdir()
+  (checkout / "notes" / "pyproject.toml").write_text('[project]\nname = "other"\n')
+  assert bench.checkout_root() == str(checkout)
+  # Outside any checkout: beside the workdir.
+  outside = tmp_path / "elsewhere"
+  outside.mkdir()
+  monkeypatch.chdir(outside)
+  assert bench.checkout_root() is None
+  assert bench.records_root("cpu", "my_runs") == os.path.join("my_runs", "records", "cpu")
+
+
+def test_records_of_the_suites_members_go_to_the_checkout_the_command_runs_in(
+    checkout, monkeypatch, capsys):
+  monkeypatch.setattr(runner, "_run_member", _fake_train([]))
+  assert cli.main(["benchmark", "--experiments", "perm_mnist", "--seeds", "1", "--norms",
+                   "none", "--workdir", "runs", "--no-wandb"]) == 0
+  assert os.listdir(checkout / "results" / "cpu" / "perm_mnist") == [
+      "batch_size=4,norm=none,seed=1"]
+  captured = capsys.readouterr()
+  # From checkout/notes, the results folder is named in full (it is not below).
+  assert captured.err.splitlines() == [
+      f"Records go under {checkout / 'results' / 'cpu'}: 1 of the suite's own members."]
+  assert f"Generated from the records under `{checkout / 'results' / 'cpu'}/`" in captured.out
+
+
+def test_outside_a_checkout_the_records_go_beside_the_workdir_and_the_command_says_so(
+    tmp_path, monkeypatch, capsys):
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  monkeypatch.setattr(runner, "_run_member", _fake_train([]))
+  assert cli.main(["benchmark", "--experiments", "perm_mnist", "--seeds", "0", "--norms",
+                   "none", "--workdir", "w", "--no-wandb"]) == 0
+  assert os.listdir(tmp_path / "w" / "records" / "cpu" / "perm_mnist") == [
+      "batch_size=4,norm=none,seed=0"]
+  captured = capsys.readouterr()
+  assert captured.err.splitlines()[:2] == [
+      f"No lnorm checkout at or above {tmp_path}: the records go beside the workdir "
+      "(--records DIR puts them elsewhere).",
+      f"Records go under {os.path.join('w', 'records', 'cpu')}: 1 of the suite's own members."]
+  assert (f"Generated from the records under `{os.path.join('w', 'records', 'cpu')}/`"
+          in captured.out)
+
+
+def test_a_users_normalizer_records_go_beside_its_runs(checkout, monkeypatch, capsys,
+                                                       users_norm):
   calls = []
   monkeypatch.setattr(runner, "_run_member", _fake_train(calls))
-  repository = tmp_path / "results" / "cpu"
-  monkeypatch.setattr(bench, "records_root", lambda scale: str(repository))
-  workdir = tmp_path / "runs"
+  repository = checkout / "results" / "cpu"
+  workdir = checkout / "runs"
   argv = ["benchmark", "--experiments", "perm_mnist", "--seeds", "0", "--norms",
           f"none,{users_norm}", "--workdir", str(workdir), "--no-wandb"]
   assert cli.main(argv) == 0
@@ -152,14 +215,17 @@ def test_a_users_normalizer_records_go_beside_its_runs(tmp_path, monkeypatch, ca
   assert sorted(os.listdir(own)) == ["config.json", "metrics.jsonl"]
   # The built-in normalizer's records go where the suite's are; the user's do not.
   assert os.listdir(repository / "perm_mnist") == ["batch_size=4,norm=none,seed=0"]
-  out = capsys.readouterr().out
+  captured = capsys.readouterr()
+  assert captured.err.splitlines()[1] == (
+      f"Records go under {workdir / 'records' / 'cpu'}: 1 not of the suite (the suite does "
+      f"not run {users_norm} there).")
   assert (f"records saved for batch_size=4,norm=my_pkg.norms_Centered,seed=0 under "
-          f"{workdir / 'records' / 'cpu' / 'perm_mnist'}") in out
+          f"{workdir / 'records' / 'cpu' / 'perm_mnist'}") in captured.out
   # The report reads both: the user's row beside the suite's baseline.
-  assert (f"Generated from the records under `results/cpu/` and "
-          f"`{workdir / 'records' / 'cpu'}/`") in out
-  assert (f"| perm_mnist, batch_size=4 | {users_norm} |" in out
-          and "| perm_mnist, batch_size=4 | none (baseline) |" in out)
+  assert (f"Generated from the records under `{repository}/` and "
+          f"`{workdir / 'records' / 'cpu'}/`") in captured.out
+  assert (f"| perm_mnist, batch_size=4 | {users_norm} |" in captured.out
+          and "| perm_mnist, batch_size=4 | none (baseline) |" in captured.out)
   # A second command finds both recorded and trains nothing.
   calls.clear()
   assert cli.main(argv) == 0

@@ -112,15 +112,26 @@ def test_members_are_seed_major_and_named_whatever_the_selection():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("0,x", "expected integers"), ("1,1", "distinct"), ("", "names nothing"),
-    ("-1", "expected integers")])
+    ("0,x", "--seeds '0,x': 'x' is not a seed; expected integers, e.g. 0,1,2 or 0-4."),
+    ("1,1", "--seeds '1,1': the seeds must be distinct."),
+    ("0-2,2", "--seeds '0-2,2': the seeds must be distinct."),
+    ("", "--seeds '' names nothing; give a comma-separated list."),
+    (" , ", "--seeds ' , ' names nothing; give a comma-separated list."),
+    ("-1", "--seeds '-1': a seed is a non-negative integer, e.g. 0,1,2."),
+    ("0,-2", "--seeds '0,-2': a seed is a non-negative integer, e.g. 0,1,2."),
+    ("3-1", "--seeds '3-1': the range 3-1 is empty; write it low to high (1-3)."),
+    ("0,4-3", "--seeds '0,4-3': the range 4-3 is empty; write it low to high (3-4)."),
+    ("1.5", "--seeds '1.5': '1.5' is not a seed; expected integers")])
 def test_bad_seeds_are_refused(text, message):
-  with pytest.raises(UserError, match=message):
+  with pytest.raises(UserError) as e:
     suite.parse_seeds(text)
+  assert str(e.value).startswith(message)
 
 
 def test_seed_ranges():
   assert suite.parse_seeds("0-2,7") == [0, 1, 2, 7]
+  assert suite.parse_seeds("3-3") == [3]  # A range of one: low equal to high.
+  assert suite.parse_seeds("5-6, 1") == [5, 6, 1]
 
 
 def test_unknown_experiment_is_refused_with_the_list():
@@ -172,7 +183,7 @@ def half_finished(tmp_path, monkeypatch):
   (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"))
   records = str(tmp_path / "results")
   first = bench.Plan(TOY, plan.setting, plan.members[:1], str(tmp_path / "elsewhere"))
-  bench.run(first, records, {})  # The other machine: norm=none,seed=0, recorded.
+  bench.run(first, records)  # The other machine: norm=none,seed=0, recorded.
   runner_members, _ = plan.prepare_all({})
   ln0 = runner_members["norm=ln,seed=0"].workdir
   by_name = {m.name: m for m in plan.members}
@@ -190,29 +201,29 @@ def half_finished(tmp_path, monkeypatch):
 
 def test_resume_runs_only_what_is_missing_and_records_everything(half_finished):
   plan, records, calls, ln0 = half_finished
-  assert bench.print_commands([plan], records, {}, out=io.StringIO()) == 4
+  assert bench.print_commands([plan], records, out=io.StringIO()) == 4
   out = io.StringIO()
-  bench.print_commands([plan], records, {}, out=out)
+  bench.print_commands([plan], records, out=out)
   assert "norm=none,seed=0" not in out.getvalue()  # Its records count as finished.
 
-  bench.run(plan, records, {})
+  bench.run(plan, records)
   # Not none/0 (records), not ln/0 (finished in the workdir); none/1 resumed.
   assert calls == ["norm=none,seed=1", "norm=ln,seed=1", "norm=none,seed=2", "norm=ln,seed=2"]
   names = sorted(os.listdir(os.path.join(records, "perm_mnist")))
   assert names == sorted(m.name for m in plan.members)
-  assert bench.print_commands([plan], records, {}, out=io.StringIO()) == 0
+  assert bench.print_commands([plan], records, out=io.StringIO()) == 0
   # The committed record says where the data came from, not where this machine keeps it.
   with open(os.path.join(records, "perm_mnist", "norm=ln,seed=0", "config.json")) as f:
     assert json.load(f)["data"]["location"] == "$LNORM_DATA_DIR/mnist"
   # A second run trains nothing.
   calls.clear()
-  bench.run(plan, records, {})
+  bench.run(plan, records)
   assert calls == []
 
 
 def test_the_report_rebuilds_from_records_alone(half_finished, tmp_path):
   plan, records, _, _ = half_finished
-  bench.run(plan, records, {})
+  bench.run(plan, records)
   report = bench.build_report([plan], records, "cpu")
   assert [(r.norm, r.runs) for r in report.rows] == [("none", 3), ("ln", 3)]
   assert report.missing == {"perm_mnist": []} and report.refused == {"perm_mnist": []}
@@ -238,7 +249,7 @@ def _edit_record(records, name, edit):
 
 def test_a_record_whose_config_drifted_is_stale_and_named_with_its_fields(half_finished):
   plan, records, _, _ = half_finished
-  bench.run(plan, records, {})
+  bench.run(plan, records)
   # Made when the config file said tanh; its command runs relu now (the same hash).
   _edit_record(records, "norm=ln,seed=1", lambda c: c.update(activation="tanh"))
   # Four fields off, one of them a field the record lacks that is not at lnorm's default.
@@ -267,7 +278,7 @@ def test_a_record_whose_config_drifted_is_stale_and_named_with_its_fields(half_f
 
 def test_per_run_fields_and_fields_lnorm_gained_at_their_default_are_no_drift(half_finished):
   plan, records, _, _ = half_finished
-  bench.run(plan, records, {})
+  bench.run(plan, records)
 
   def per_run(c):
     c.update({"wandb.name": "perm_mnist/norm=ln/seed=1", "wandb.mode": "online",
@@ -318,7 +329,7 @@ def test_a_bln_members_search_runs_once_and_goes_with_its_records(tmp_path, monk
   toy = dataclasses.replace(TOY, norms=("bn", "bln"))
   (plan,) = bench.plans([toy], "cpu", str(tmp_path / "runs"), seeds=[0])
   records = str(tmp_path / "results")
-  bench.run(plan, records, {})
+  bench.run(plan, records)
   assert searched == ["norm=bln"]  # Not BN: the search is BLN's inference.
   with open(os.path.join(records, "perm_mnist", "norm=bln,seed=0", "bln_search.json")) as f:
     assert json.load(f) == {"dataset": "$LNORM_DATA_DIR/cifar10"}
@@ -327,7 +338,7 @@ def test_a_bln_members_search_runs_once_and_goes_with_its_records(tmp_path, monk
   bench.restore_records(os.path.join(records, "perm_mnist", "norm=bln,seed=0"),
                         str(tmp_path / "back"))
   assert os.path.exists(tmp_path / "back" / "bln_search.json")
-  bench.run(plan, records, {})
+  bench.run(plan, records)
   assert searched == ["norm=bln"]  # Recorded: not searched again.
 
 
@@ -351,7 +362,7 @@ def test_a_diverged_bln_member_is_recorded_without_a_search(tmp_path, monkeypatc
     return runner.Outcome(member, "failed", 0.0, 2)
 
   plan, records, searched = _bln_toy_with_search_spy(tmp_path, monkeypatch, run_member)
-  bench.run(plan, records, {})
+  bench.run(plan, records)
   assert searched == []
   assert os.path.isdir(os.path.join(records, "perm_mnist", "norm=bln,seed=0"))
 
@@ -366,7 +377,7 @@ def test_a_search_already_in_the_workdir_is_kept_not_run_again(tmp_path, monkeyp
     return outcome
 
   plan, records, searched = _bln_toy_with_search_spy(tmp_path, monkeypatch, run_member)
-  bench.run(plan, records, {})
+  bench.run(plan, records)
   assert searched == []
   with open(os.path.join(records, "perm_mnist", "norm=bln,seed=0", "bln_search.json")) as f:
     assert json.load(f) == {"by": "hand"}
@@ -384,10 +395,11 @@ def test_markers_are_added_after_the_title_then_replaced():
 # --- the document ----------------------------------------------------------------------------
 
 
-def test_results_md_shows_what_the_committed_records_give():
+def test_results_md_shows_what_the_committed_records_give(monkeypatch):
   """docs/results.md's headline is exactly `lnorm benchmark --report-only`'s output
   from results/cpu: rerun `lnorm benchmark --report-only --update docs/results.md`
   after committing records."""
+  monkeypatch.chdir(REPO)  # The command runs in this checkout.
   with open(os.path.join(REPO, "docs", "results.md")) as f:
     shown = bench.between_markers(f.read())
   assert shown is not None, "docs/results.md has no benchmark markers"
@@ -436,7 +448,7 @@ def test_the_verdict_table_goes_to_wandb(half_finished, monkeypatch):
   import wandb
   from lnorm.training import metrics_writer
   plan, records, _, _ = half_finished
-  bench.run(plan, records, {})
+  bench.run(plan, records)
   report = bench.build_report([plan], records, "cpu")
   run, seen = _FakeRun(), {}
   monkeypatch.setattr(metrics_writer, "wandb_mode", lambda configured: ("offline", ""))
@@ -470,7 +482,7 @@ def test_a_later_seed_selection_trains_its_own_members(tmp_path, monkeypatch):
   records = str(tmp_path / "results")
   for seed in (0, 1):
     (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"), norms=["ln"], seeds=[seed])
-    bench.run(plan, records, {})
+    bench.run(plan, records)
   assert calls == ["norm=ln,seed=0", "norm=ln,seed=1"]
   group = tmp_path / "runs" / "cpu" / "perm_mnist" / "norm=ln"
   assert sorted(p.name for p in group.iterdir() if p.is_dir()) == ["seed=0", "seed=1"]
@@ -495,10 +507,10 @@ def test_a_member_that_diverged_is_recorded_not_retried(tmp_path, monkeypatch):
   monkeypatch.setattr(runner, "_run_member", run_member)
   (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"))
   records = str(tmp_path / "results")
-  assert bench.run(plan, records, {}) == []  # Not a failure to retry...
+  assert bench.run(plan, records) == []  # Not a failure to retry...
   assert os.path.isdir(os.path.join(records, "perm_mnist", "norm=ln,seed=1"))  # ...recorded.
   calls.clear()
-  bench.run(plan, records, {})
+  bench.run(plan, records)
   assert calls == []
   rows = {r.norm: r for r in bench.build_report([plan], records, "cpu").rows}
   assert (rows["ln"].runs, rows["ln"].diverged) == (3, 1)
@@ -513,7 +525,7 @@ def test_the_headline_divides_by_the_experiments_reference(tmp_path, monkeypatch
   toy = dataclasses.replace(TOY, norms=("none", "ln", "rms"), reference="ln")
   (plan,) = bench.plans([toy], "cpu", str(tmp_path / "runs"), norms=["ln", "rms"])
   records = str(tmp_path / "results")
-  assert bench.run(plan, records, {}) == []
+  assert bench.run(plan, records) == []
   report = bench.build_report([plan], records, "cpu")
   rows = {r.norm: r for r in report.rows}
   assert list(rows) == ["ln", "rms"] and rows["rms"].speed is not None
@@ -532,7 +544,7 @@ def test_parallel_runs_a_groups_seeds_together(tmp_path, monkeypatch):
 
   monkeypatch.setattr(runner, "_run_member", run_member)
   (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"))
-  assert bench.run(plan, str(tmp_path / "results"), {}, parallel=2) == []
+  assert bench.run(plan, str(tmp_path / "results"), parallel=2) == []
   # Each group is one sweep of three seeds, two at a time: none's before ln's.
   assert sorted(calls[:3]) == [f"norm=none,seed={s}" for s in range(3)]
   assert sorted(calls[3:]) == [f"norm=ln,seed={s}" for s in range(3)]
@@ -593,7 +605,7 @@ def test_a_variant_may_leave_a_field_at_the_configs_default(tmp_path, monkeypatc
   assert [m.name for m in plan.members][:3] == ["norm=none,seed=0", "norm=ln,seed=0",
                                                 "batch_size=7,norm=ln,seed=0"]
   records = str(tmp_path / "results")
-  assert bench.run(plan, records, {}) == []
+  assert bench.run(plan, records) == []
   report = bench.build_report([plan], records, "cpu")
   assert report.refused == {"perm_mnist": []} and len(report.judged["perm_mnist"]) == 9
   rows = [(r.context, r.norm, r.runs, r.speed is not None) for r in report.rows]

@@ -231,3 +231,28 @@ def test_baseline_option_and_errors(norms_dir, tmp_path, capsys):
   write_run(str(tmp_path / "nan" / "ln"), {"norm": "ln"}, curve([0.3, 0.2]))
   with pytest.raises(UserError, match="no finite test/error, so there is no target"):
     compare.compare(runs_lib.load_runs([str(tmp_path / "nan")]), "test/error")
+
+
+def test_runs_of_different_experiments_are_not_one_table(tmp_path, capsys):
+  # The case: a Transformer run against perm-MNIST's baseline. The two share
+  # no field but the normalizer tells them apart, so one table would hold both.
+  write_run(str(tmp_path / "pm" / "none"), {"experiment": "perm_mnist", "norm": "none",
+                                             "batch_size": 4}, curve([0.5, 0.4]))
+  write_run(str(tmp_path / "lm" / "ln"), {"experiment": "transformer_lm", "norm": "ln",
+                                           "placement": "pre"}, curve([0.45, 0.3]))
+  assert cli.main(["compare", str(tmp_path / "pm"), str(tmp_path / "lm"),
+                   "--metric", "test/error"]) == 2
+  assert capsys.readouterr().err == (
+      "lnorm: error: lnorm compare would put runs of different experiments in one table: "
+      f"transformer_lm ({tmp_path / 'lm' / 'ln'}) and perm_mnist "
+      f"({tmp_path / 'pm' / 'none'}). Pass the runs of one experiment, with its baseline.\n")
+  # With a run more of one side, the count says so.
+  write_run(str(tmp_path / "lm" / "rms"), {"experiment": "transformer_lm", "norm": "rms",
+                                            "placement": "pre"}, curve([0.45, 0.3]))
+  with pytest.raises(UserError, match=r"transformer_lm \(\S+ln and 1 more\) and perm_mnist"):
+    compare.compare(runs_lib.load_runs([str(tmp_path)]), "test/error")
+  # Each experiment with its own baseline: one table each, as before.
+  write_run(str(tmp_path / "lm" / "none"), {"experiment": "transformer_lm", "norm": "none",
+                                             "placement": "pre"}, curve([0.5, 0.4]))
+  tables = compare.compare(runs_lib.load_runs([str(tmp_path)]), "test/error")
+  assert [t.context for t in tables] == ["experiment=transformer_lm", "experiment=perm_mnist"]

@@ -68,6 +68,7 @@ def test_the_documents_benchmark_trains_only_the_users_normalizer(tmp_path, caps
   name, source = user_file()
   (tmp_path / name).write_text(source)
   monkeypatch.syspath_prepend(str(tmp_path))
+  monkeypatch.chdir(REPO)  # The checkout whose committed records the document means.
   assert "is being built" not in _doc()
   args = benchmark_command() + ["--workdir", str(tmp_path / "runs"), "--print-commands"]
   assert cli.main(args) == 0

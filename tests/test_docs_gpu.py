@@ -77,3 +77,24 @@ def test_docs_gpu_gives_lnorm_check_figures_for_every_experiment():
   rows = [l for l in section.splitlines() if l.startswith("| ") and "---" not in l][1:]
   assert sorted(r.split("|")[1].split()[0] for r in rows) == sorted(EXPERIMENTS)
   assert "lnorm check --config" in section and "16 / 40 / 80 GB" in section
+
+
+def test_the_pages_benchmark_report_judges_the_committed_figure_6_members(capsys,
+                                                                          monkeypatch):
+  # The command the page gives for a device's Figure 6 members: it must read them, judge
+  # them (not refuse them as another setting's), and name the folder it read.
+  from lnorm import cli  # pylint: disable=g-import-not-at-top
+  (argv,) = [c for c in commands(read("docs/gpu.md")) if c[:2] == ["lnorm", "benchmark"]]
+  devices = [d for d in sorted(os.listdir(os.path.join(REPO, "results", "gpu")))
+             if os.path.isdir(os.path.join(REPO, "results", "gpu", d, "fig6"))]
+  assert devices, "no device's Figure 6 members are committed"
+  monkeypatch.chdir(REPO)
+  folder = os.path.join("results", "gpu", devices[0], "fig6")
+  argv = [a.replace("results/gpu/<device>/fig6", folder) for a in argv[1:]]
+  assert cli.main(argv + ["--workdir", "/nonexistent/runs", "--no-wandb"]) == 0
+  out = capsys.readouterr().out
+  assert f"Generated from the records under `{folder}/`" in out
+  assert "Members with records: perm_mnist 3/3." in out
+  assert "another rule or setting" not in out
+  rows = [line for line in out.splitlines() if line.startswith("| perm_mnist, batch_size=128 |")]
+  assert [row.split(" | ")[1] for row in rows] == ["none (baseline)", "ln", "bn"]

@@ -4,6 +4,7 @@ overlap, numbers on a short run's log axis, and files named by what was drawn.""
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 import matplotlib
@@ -35,10 +36,67 @@ def lr_sweep(tmp_path):
   return str(tmp_path / "sweep")
 
 
-def test_fig6_of_a_batch_4_sweep_draws_only_its_panels(lr_sweep, monkeypatch):
+def test_fig6_of_a_batch_4_sweep_draws_only_its_panels(lr_sweep, monkeypatch, caplog):
+  caplog.set_level(logging.INFO)
   _, panels = drawn(monkeypatch, "ln-fig6", [lr_sweep])
   assert [p["title"] for p in panels] == ["train NLL, batch 4", "test error, batch 4"]
   assert all(len(p["lines"]) == 2 for p in panels)
+  # The log names the panels left out, not the figure: the figure was drawn.
+  assert caplog.messages == [
+      "Figure ln-fig6: drawn without its panels 'train NLL, batch 128', 'test error, batch "
+      "128'; no run has their settings (batch_size=128)."]
+
+
+# --- the figures a sweep draws: only those whose settings its members are -----------------
+
+
+def write_sweep(root, members):
+  """A finished sweep's folder: ``members`` maps a member's overrides (as typed) to its
+  config's batch size, normalizer and learning rate."""
+  entries = []
+  for i, (overrides, (batch_size, norm, lr)) in enumerate(members.items()):
+    write_run(os.path.join(root, f"m{i}"), batch_size, norm, seed=i, lr=lr)
+    entries.append({"name": f"m{i}", "overrides": dict(overrides), "workdir": f"m{i}"})
+  with open(os.path.join(root, "sweep.json"), "w") as f:
+    json.dump({"members": entries}, f)
+  return load_runs([root])
+
+
+@pytest.mark.parametrize("members, why", [
+    ({(("optimizer.learning_rate", "1e-3"),): (4, "ln", 1e-3),
+      (("optimizer.learning_rate", "3e-3"),): (4, "ln", 3e-3)},
+     "the sweep varies optimizer.learning_rate, which the figure does not"),
+    ({(("norm", n), ("optimizer.learning_rate", lr)): (4, n, float(lr))
+      for n in ("none", "ln") for lr in ("1e-3", "3e-3")},
+     "the sweep varies optimizer.learning_rate, which the figure does not"),
+    ({(("seed", "0"),): (4, "ln", 1e-3), (("seed", "1"),): (4, "ln", 1e-3)},
+     "the sweep does not vary the normalizer, which the figure compares"),
+    ({(("norm", "none"), ("batch_size", "64")): (64, "none", 1e-3),
+      (("norm", "ln"), ("batch_size", "64")): (64, "ln", 1e-3)},
+     "its run m0 is at batch_size=64, which no panel of the figure shows"),
+    # Figure 6's settings: the normalizers at its batch sizes (one or both), any seeds.
+    ({(("norm", n), ("seed", s)): (4, n, 1e-3) for n in ("none", "bn", "ln") for s in "01"},
+     None),
+    ({(("batch_size", str(b)), ("norm", n)): (b, n, 1e-3) for b in (128, 4)
+      for n in ("none", "ln")}, None),
+])
+def test_a_sweep_is_a_figures_settings_only_when_its_members_are(tmp_path, members, why):
+  runs = write_sweep(str(tmp_path / "sweep"), members)
+  assert plotting.not_the_figures_settings(plotting.FIGURES["ln-fig6"], runs) == why
+
+
+def test_a_learning_rate_sweep_draws_no_paper_figure_and_says_why(tmp_path, monkeypatch,
+                                                                  caplog):
+  caplog.set_level(logging.INFO)
+  write_sweep(str(tmp_path / "sweep"), {
+      (("optimizer.learning_rate", "1e-3"),): (128, "ln", 1e-3),
+      (("optimizer.learning_rate", "3e-3"),): (128, "ln", 3e-3)})
+  monkeypatch.setattr(plotting, "plot_figure", lambda *a, **k: pytest.fail("drew a figure"))
+  monkeypatch.setattr(plotting, "plot_metrics", lambda runs, metrics, out, **kw: [out])
+  assert plotting.sweep_figures(str(tmp_path / "sweep"), "perm_mnist") == [
+      str(tmp_path / "sweep" / "figures" / "curves")]
+  assert caplog.messages == ["Figure ln-fig6 not drawn: the sweep varies "
+                             "optimizer.learning_rate, which the figure does not."]
 
 
 def _render(monkeypatch, draw):
@@ -91,3 +149,20 @@ def test_plot_names_its_file_by_what_it_drew(lr_sweep, capsys):
       "test-error.png", "test-error.svg", "train-nll_by_step_log.png",
       "train-nll_by_step_log.svg"]
   assert os.path.join(figures, "test-error.png") in out
+
+
+def test_the_readers_figure_2_compares_its_ln_gains_but_not_another_corpus():
+  from lnorm.analysis.runs import Run  # pylint: disable=g-import-not-at-top
+  fig2 = plotting.FIGURES["ln-fig2"]
+
+  def runs(*overrides):
+    return [Run(f"m{i}", f"m{i}", {"experiment": "attentive_reader"}, {}, [], [],
+                overrides=dict(o)) for i, o in enumerate(overrides)]
+
+  gains = runs({"norm": "none"}, {"norm": "ln", "norm_options.ln.scale_init": "1.0"},
+               {"norm": "ln", "norm_options.ln.scale_init": "0.1"})
+  assert plotting.not_the_figures_settings(fig2, gains) is None
+  # The config's paper sweep adds runs on the real CBT: not Figure 2's lines.
+  cbt = gains + runs({"norm": "none", "data.source": "cbt"})
+  assert plotting.not_the_figures_settings(fig2, cbt) == (
+      "the sweep varies data.source, which the figure does not")

@@ -209,7 +209,7 @@ def test_a_sigterm_between_benchmark_members_saves_records_and_stops(tmp_path, m
   (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"))
   records = str(tmp_path / "results")
   with preemption.forwarding(), pytest.raises(runner.Interrupted):
-    bench.run(plan, records, {})
+    bench.run(plan, records)
   assert calls == ["norm=none,seed=0"]  # Not norm=ln,seed=0, next in the plan.
   assert os.listdir(os.path.join(records, "perm_mnist")) == ["norm=none,seed=0"]
 

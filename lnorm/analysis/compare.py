@@ -172,7 +172,8 @@ def compare(runs: Sequence[Run], metric: str, baseline: str = DEFAULT_BASELINE,
   (:func:`lnorm.analysis.runs.lower_is_better`). A context without a baseline run is left out
   with a warning. Raises UserError when a run has no config or did not log
   ``metric``, when no run matches ``baseline``, or when runs of one experiment trained
-  on different data (:func:`lnorm.analysis.runs.check_same_data`).
+  on different data (:func:`lnorm.analysis.runs.check_same_data`), or when a table
+  would hold runs of different experiments (:func:`check_one_experiment`).
   """
   if not runs:
     raise UserError("No runs to compare.")
@@ -195,6 +196,8 @@ def compare(runs: Sequence[Run], metric: str, baseline: str = DEFAULT_BASELINE,
   contexts: dict[str, list[Run]] = {}
   for r in runs:
     contexts.setdefault(runs_lib.setting_name(r.config, context_keys), []).append(r)
+  for members in contexts.values():
+    check_one_experiment(members, "lnorm compare")
   without = {c: members for c, members in contexts.items()
              if not any(matches(r.config, fields) for r in members)}
   if len(without) == len(contexts):
@@ -206,6 +209,22 @@ def compare(runs: Sequence[Run], metric: str, baseline: str = DEFAULT_BASELINE,
                     context, baseline, ", ".join(r.label for r in members))
   return [_compare_context(members, metric, fields, baseline, context, lower_is_better)
           for context, members in contexts.items() if context not in without]
+
+
+def check_one_experiment(runs: Sequence[Run], action: str) -> None:
+  """Refuses to put runs of different experiments (their config's ``experiment``) in
+  one table: a baseline's best value is a target for runs of its own experiment only.
+  Runs of several experiments, each with its baseline, make one table each."""
+  by_experiment: dict[str, list[Run]] = {}
+  for r in runs:
+    if "experiment" in r.config:
+      by_experiment.setdefault(str(r.config["experiment"]), []).append(r)
+  if len(by_experiment) > 1:
+    named = " and ".join(f"{e} ({members[0].path}"
+                         + (f" and {len(members) - 1} more" if len(members) > 1 else "") + ")"
+                         for e, members in by_experiment.items())
+    raise UserError(f"{action} would put runs of different experiments in one table: "
+                    f"{named}. Pass the runs of one experiment, with its baseline.")
 
 
 def _check(runs: Sequence[Run], metric: str, fields: Mapping[str, str]) -> None:

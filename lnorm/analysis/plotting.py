@@ -24,7 +24,8 @@ from lnorm.analysis import compare
 from lnorm.analysis import seed_bands
 from lnorm.analysis import specs
 from lnorm.errors import UserError
-from lnorm.analysis.runs import Run, label_runs, load_runs, summary_metrics
+from lnorm.analysis.runs import (LABEL_IGNORE, Run, is_ignored, is_seed, label_runs, load_runs,
+                                 summary_metrics)
 
 
 def _pyplot():
@@ -366,8 +367,11 @@ def plot_figure(name: str, runs: Sequence[Run], out: str, x: str | None = None,
   panels = [p for p in spec.panels if any(_matches(r, p.where) for r in runs)] or list(
       spec.panels)
   if len(panels) < len(spec.panels):
-    logging.info("Figure %s: no run has the settings of %s; left out.", name,
-                 ", ".join(p.title for p in spec.panels if p not in panels))
+    left_out = [p for p in spec.panels if p not in panels]
+    logging.info("Figure %s: drawn without its panels %s; no run has their settings (%s).",
+                 name, ", ".join(f"'{p.title}'" for p in left_out),
+                 "; ".join(dict.fromkeys(",".join(f"{k}={v}" for k, v in p.where.items())
+                                         for p in left_out)))
   plt = _pyplot()
   cols = min(spec.columns, len(panels))
   rows = math.ceil(len(panels) / cols)
@@ -446,18 +450,68 @@ def default_metrics(runs: Sequence[Run]) -> list[str]:
 
 
 def sweep_figures(sweep_dir: str, experiment: str | None) -> list[str]:
-  """Everything a finished sweep draws: the paper's figure if one matches, and the
-  default metrics, into ``sweep_dir/figures``."""
+  """Everything a finished sweep draws: each paper figure whose settings its members
+  are (:func:`not_the_figures_settings`), and the default metrics, into
+  ``sweep_dir/figures``."""
   runs = load_runs([sweep_dir])
   out_dir = os.path.join(sweep_dir, "figures")
   paths = []
   for name in figures_for(experiment):
+    why = not_the_figures_settings(FIGURES[name], runs)
+    if why:
+      logging.info("Figure %s not drawn: %s.", name, why)
+      continue
     try:
       paths += plot_figure(name, runs, os.path.join(out_dir, name))
-    except UserError:
-      pass  # The sweep does not cover this figure's settings.
+    except UserError as e:  # E.g. no run logged a panel's metric.
+      logging.info("Figure %s not drawn: %s", name, e)
   metrics = default_metrics(runs)
   if metrics:
     paths += plot_metrics(runs, metrics, os.path.join(out_dir, "curves"),
                           logy=False, title=os.path.basename(os.path.abspath(sweep_dir)))
   return paths
+
+
+def not_the_figures_settings(spec: Figure, runs: Sequence[Run]) -> str | None:
+  """Why the runs of a sweep are not the settings of the paper's figure ``spec``, or
+  None when they are: the sweep's members (their overrides) vary the normalizer, and
+  nothing but the normalizer, the seed and the figure's fields (:func:`figure_fields`)
+  or what those determine (the steps per call of a batch size), each run at a value
+  one of its panels shows. A learning-rate sweep is not Figure 6, whatever its batch
+  size."""
+  settings = [r.overrides for r in runs]
+  keys = list(dict.fromkeys(k for s in settings for k in s if not is_ignored(k, LABEL_IGNORE)))
+  varied = [k for k in keys if len({repr(s.get(k)) for s in settings}) > 1]
+  figure = [k for k in varied if k == "norm" or is_seed(k) or k in figure_fields(spec)]
+  others = [k for k in varied if k not in figure and not _determined(k, figure, settings)]
+  if others:
+    named = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    return f"the sweep varies {named}, which the figure does not"
+  if "norm" not in varied:
+    return "the sweep does not vary the normalizer, which the figure compares"
+  shown_fields = {k for p in spec.panels for k in p.where}
+  for r in runs:
+    if not any(_matches(r, p.where) for p in spec.panels):
+      at = ", ".join(f"{k}={r.config.get(k)}" for k in sorted(shown_fields))
+      return f"its run {r.name} is at {at}, which no panel of the figure shows"
+  return None
+
+
+def _determined(key: str, by: Sequence[str], settings: Sequence[Mapping[str, Any]]) -> bool:
+  """Whether each combination of the values of ``by`` comes with one value of ``key``."""
+  seen: dict[tuple, str] = {}
+  for s in settings:
+    value = seen.setdefault(tuple(repr(s.get(k)) for k in by), repr(s.get(key)))
+    if value != repr(s.get(key)):
+      return False
+  return True
+
+
+def figure_fields(spec: Figure) -> set[str]:
+  """The config fields the runs of a paper's figure differ in besides the normalizer
+  and the seed: those its panels are drawn at (Figure 6's batch size), and those that
+  name its experiment's variants in the benchmark, which are the paper's settings (the
+  reader's LN gain, 1.0 and 0.1 in Figure 2)."""
+  experiment = specs.BY_NAME.get(spec.experiment)
+  variants = [v for s in experiment.scales.values() for v in s.variants] if experiment else []
+  return {k for p in spec.panels for k in p.where} | {k for v in variants for k in v}

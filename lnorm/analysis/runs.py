@@ -22,6 +22,7 @@ import dataclasses
 import gzip
 import json
 import os
+import zlib
 from typing import Any, Iterable, Mapping, Sequence
 
 from lnorm.errors import UserError
@@ -59,16 +60,57 @@ def as_number(value: Any) -> Any:
   return value
 
 
-def read_records(workdir: str) -> list[dict[str, Any]]:
-  """Every point of ``workdir/metrics.jsonl``, NaN strings made floats."""
+class DamagedRunError(UserError):
+  """A file of a finished run that is not whole: it does not parse, or the run it
+  records ends before its config's end. Names the file and what is wrong with it."""
+
+  def __init__(self, path: str, what: str):
+    super().__init__(f"{path}: {what}")
+    self.path, self.what = path, what
+
+
+def read_records(workdir: str, strict: bool = False) -> list[dict[str, Any]]:
+  """Every point of ``workdir/metrics.jsonl`` (or its .gz), NaN strings made floats.
+
+  A run being written may end in a line cut short by a kill, which is left out. With
+  ``strict`` (the log of a finished run, which no process writes any more) every line
+  must be a JSON object: one that is not is a DamagedRunError, not a point left out.
+  """
   path = os.path.join(workdir, METRICS_FILE)
   gz_path = os.path.join(workdir, METRICS_GZ_FILE)
   if not os.path.exists(path) and os.path.exists(gz_path):
-    with gzip.open(gz_path, "rt") as f:
-      records = [json.loads(line) for line in f if line.strip()]
+    try:
+      with gzip.open(gz_path, "rt") as f:
+        lines = f.readlines()
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as e:
+      raise DamagedRunError(gz_path, f"not a whole gzip file ({e})") from None
+    records = _parse_lines(gz_path, lines)
+  elif strict:
+    try:
+      with open(path) as f:
+        records = _parse_lines(path, f.readlines())
+    except FileNotFoundError:
+      raise DamagedRunError(path, "missing") from None
   else:
     records = read_jsonl(path)
   return [{k: as_number(v) for k, v in r.items()} for r in records]
+
+
+def _parse_lines(path: str, lines: Sequence[str]) -> list[dict[str, Any]]:
+  out = []
+  for number, line in enumerate(lines, 1):
+    if not line.strip():
+      continue
+    try:
+      point = json.loads(line)
+    except json.JSONDecodeError as e:
+      cut = "cut short: " if number == len(lines) else ""
+      raise DamagedRunError(path, f"line {number} of {len(lines)} is not JSON "
+                            f"({cut}{e.msg})") from None
+    if not isinstance(point, dict):
+      raise DamagedRunError(path, f"line {number} of {len(lines)} is not a JSON object")
+    out.append(point)
+  return out
 
 
 def is_epoch_record(record: Mapping[str, Any]) -> bool:
@@ -96,10 +138,13 @@ def read_config(workdir: str) -> dict[str, Any]:
     return {}
   try:
     with open(path) as f:
-      return json.load(f)
-  except json.JSONDecodeError as e:
-    raise UserError(f"{path} is not valid JSON ({e}); rerun `lnorm train` into "
-                    f"{workdir} to rewrite it, or remove the directory.") from None
+      record = json.load(f)
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    raise DamagedRunError(path, f"not valid JSON ({e}); rerun `lnorm train` into "
+                          f"{workdir} to rewrite it, or remove the directory") from None
+  if not isinstance(record, dict) or not isinstance(record.get("config", {}), dict):
+    raise DamagedRunError(path, "not a run's record (no \"config\" object)")
+  return record
 
 
 def train_seconds(records: Sequence[Mapping[str, Any]]) -> list[float | None]:
@@ -170,7 +215,8 @@ def summary_metrics(records: Sequence[Mapping[str, Any]]) -> list[str]:
 # --- settings and their names --------------------------------------------------------------
 
 
-def _ignored(key: str, ignore: Iterable[str]) -> bool:
+def is_ignored(key: str, ignore: Iterable[str]) -> bool:
+  """Whether ``key`` is one of ``ignore``, or under one that ends with a dot ("wandb.")."""
   return any(key == f or (f.endswith(".") and key.startswith(f)) for f in ignore)
 
 
@@ -189,7 +235,7 @@ def distinguishing_keys(settings: Sequence[Mapping[str, Any]],
   ignore = tuple(ignore)
   keys: list[str] = []
   for s in settings:
-    keys += [k for k in s if k not in keys and not _ignored(k, ignore)]
+    keys += [k for k in s if k not in keys and not is_ignored(k, ignore)]
   varying = [k for k in keys if len({_hashable(s.get(k)) for s in settings}) > 1]
 
   def distinct(ks):
@@ -325,6 +371,12 @@ class Run:
     return has_diverged(self.points)
 
   @property
+  def finished(self) -> bool:
+    """Trained as long as its config asks, or stopped for good on a value that was not
+    finite: a run whose record is whole."""
+    return defaults.is_complete(self.config, self.epochs) or self.diverged
+
+  @property
   def diverged_at(self) -> int | None:
     return int(self.points[-1][DIVERGED_AT]) if self.diverged else None
 
@@ -406,15 +458,37 @@ def _sweep_members(path: str) -> list[dict[str, Any]]:
     return []
 
 
-def read_run(workdir: str, name: str, **labels: Any) -> Run:
+def read_run(workdir: str, name: str, strict: bool = False, **labels: Any) -> Run:
   """The run in ``workdir`` (empty when it has not started): its config.json's
-  records and its metrics. ``labels``: the :class:`Run` fields that come from
-  elsewhere (a sweep's overrides)."""
+  records and its metrics (``strict`` as in :func:`read_records`). ``labels``: the
+  :class:`Run` fields that come from elsewhere (a sweep's overrides)."""
   record = read_config(workdir)
-  points = read_records(workdir)
+  points = read_records(workdir, strict)
   return Run(workdir, name, record.get("config", {}), record.get("data", {}),
              [p for p in points if is_epoch_record(p)], points,
              trivial=record.get("trivial"), **labels)
+
+
+def read_finished_run(path: str, name: str) -> Run:
+  """The run recorded in ``path`` (a benchmark record), whole or refused: its
+  config.json and every line of its metrics must parse, and the run must be over
+  (:attr:`Run.finished`). Anything else is a DamagedRunError naming the file: left
+  out without a word, a record cut short would drop its seed from a verdict."""
+  if not os.path.exists(os.path.join(path, CONFIG_FILE)):
+    raise DamagedRunError(os.path.join(path, CONFIG_FILE), "missing")
+  run = read_run(path, name, strict=True)
+  # The log read_records read: the plain one wherever it exists.
+  metrics = os.path.join(path, METRICS_FILE)
+  if not os.path.exists(metrics):
+    metrics = os.path.join(path, METRICS_GZ_FILE)
+  if not run.finished:
+    last = run.epochs[-1] if run.epochs else {}
+    asked = (f"max_steps={run.config['max_steps']}" if run.config.get("max_steps")
+             else f"num_epochs={run.config.get('num_epochs')}")
+    raise DamagedRunError(metrics, (
+        f"ends at step {last.get('step', 0)} (epoch {last.get('epoch', 0)}), before the "
+        f"end its config asks for ({asked}): lines are missing"))
+  return run
 
 
 def load_runs(paths: Sequence[str]) -> list[Run]:

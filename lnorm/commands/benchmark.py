@@ -44,10 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "(default runs/benchmark).")
   parser.add_argument("--records", default=None, metavar="DIR",
                       help="Where finished members' config.json and metrics go, and what "
-                      "the report reads (default: the repository's results/<scale>, and "
-                      "for a normalizer of your own, named module:attr, "
-                      "WORKDIR/records/<scale>, read beside it). A member with records "
-                      "there counts as finished.")
+                      "the report reads. Default: for the suite's own members, the "
+                      "results/<scale> of the lnorm checkout the command runs in; for the "
+                      "others (a normalizer the suite does not run there, or a config a "
+                      "--config.x=y changes), WORKDIR/records/<scale>, read beside it; "
+                      "outside a checkout, everything there. A member with records there "
+                      "counts as finished; a record of another config is never "
+                      "overwritten.")
   parser.add_argument("--print-commands", action="store_true",
                       help="Print one 'lnorm train' line per member not yet finished, and "
                       "exit.")
@@ -78,18 +81,25 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     raise UserError(f"--parallel {args.parallel}: run at least 1 member at once.")
   experiments = suite.select_experiments(args.experiments)
   seeds = suite.parse_seeds(args.seeds)
-  records = args.records or bench.records_root(args.scale)
-  # Without --records, a user's own normalizer keeps its records beside its runs: the
-  # repository's results/ hold the committed benchmark.
+  norms = suite.parse_norms(args.norms, experiments, args.scale)
+  records = args.records or bench.records_root(args.scale, args.workdir)
+  # Without --records, members that are not the suite's own (a normalizer it does not
+  # run, a config it does not give) keep their records beside their runs: a checkout's
+  # results/ holds the committed benchmark, reached only by the suite's own commands.
   own = None if args.records else bench.own_records_root(args.workdir, args.scale)
-  plans = bench.plans(experiments, args.scale, args.workdir, suite.parse_norms(args.norms),
-                      seeds, records, suite.parse_variants(args.variants), own)
+  plans = bench.plans(experiments, args.scale, args.workdir, norms, seeds, records,
+                      suite.parse_variants(args.variants), own, overrides)
   if args.print_commands:
-    if not bench.print_commands(plans, records, overrides):
+    if not bench.print_commands(plans, records):
       print(f"Nothing to run: every selected member ({sum(len(p.members) for p in plans)}) "
-            f"has records under {records} or a finished run under {args.workdir}. "
+            f"has records under {bench.shown(records)} or a finished run under "
+            f"{args.workdir}. "
             "`lnorm benchmark --report-only` prints their report.", file=sys.stderr)
     return 0
+  if not args.report_only:
+    for plan in plans:  # Before the first member runs, not after.
+      bench.refuse_overwrites(plan, records)
+    _say_where_records_go(bench, plans, records, given=bool(args.records))
   failed = []
   # SIGTERM (a preemption) stops the members running, saves what finished, and exits
   # with 130 before the next member starts; the same command resumes.
@@ -98,15 +108,24 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
       preemption.check("the benchmark saved the records of its finished members. Rerun "
                        "the same command to resume.")
       if args.report_only:
-        bench.collect(plan, records, overrides)
+        bench.collect(plan, records)
         continue
       failed += [f"{plan.experiment.name}/{name}"
-                 for name in bench.run(plan, records, overrides, parallel=args.parallel)]
+                 for name in bench.run(plan, records, parallel=args.parallel)]
+  if args.report_only and args.records and not os.path.isdir(args.records):
+    raise UserError(f"--records {args.records}: no such folder. --report-only reads the "
+                    "records `lnorm benchmark` saved there: give the folder it named.")
   report = bench.build_report(plans, records, args.scale, args.ignore_rule_hash, seeds)
+  if args.report_only and not report.records_read:
+    _refuse_an_empty_report(bench, plans, records, args.records)
   text = report.markdown()
   print()
   print(text, end="")
-  if args.update:
+  if args.update and report.damaged:
+    count = len(report.damaged)
+    print(f"\nDid not write the report into {args.update}: {count} damaged "
+          f"record{'s' if count > 1 else ''} (listed above) left out of it.")
+  elif args.update:
     if not os.path.exists(args.update):
       raise UserError(f"--update {args.update}: no such file.")
     with open(args.update) as f:
@@ -119,7 +138,36 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     print(f"Drew {len(paths) // 2} figures into {args.figures}.")
   if not args.no_wandb:
     bench.log_verdicts(report)
+  status = 0
   if failed:
     print(f"Failed members: {', '.join(failed)} (rerun the command to retry them).")
-    return 1
-  return 0
+    status = 1
+  if report.damaged:
+    print(f"lnorm benchmark: {len(report.damaged)} damaged record"
+          f"{'s' if len(report.damaged) > 1 else ''} not judged, the first "
+          f"{next(iter(report.damaged))}: {next(iter(report.damaged.values()))}.",
+          file=sys.stderr)
+    status = 1
+  return status
+
+
+def _say_where_records_go(bench, plans, records: str, given: bool) -> None:
+  """One line per records folder the members write to, on stderr (stdout is the
+  report's); outside a checkout, first why the default is beside the workdir."""
+  if not given and not bench.checkout_root():
+    print(f"No lnorm checkout at or above {os.getcwd()}: the records go beside the "
+          "workdir (--records DIR puts them elsewhere).", file=sys.stderr)
+  for line in bench.destinations(plans, records):
+    print(line, file=sys.stderr)
+
+
+def _refuse_an_empty_report(bench, plans, records: str, given: str | None) -> None:
+  """--report-only read no record: a report of nothing would pass for a verdict."""
+  names = ", ".join(p.experiment.name for p in plans)
+  if given:
+    raise UserError(f"--records {given} holds no records of {names}: nothing to report. "
+                    "Give the folder `lnorm benchmark` saved them in.")
+  read = " or ".join(bench.shown(f) for f in dict.fromkeys(
+      [records] + [p.own_records for p in plans if p.own_records]))
+  raise UserError(f"No records of {names} under {read}: nothing to report. Run `lnorm "
+                  "benchmark` first, or give the folder of its records with --records DIR.")

@@ -10,14 +10,21 @@ normalizer at seed 0 first: a sitting that ends early leaves whole seeds); with
 ``--parallel N`` each group's seeds run N at once.
 
 A finished member's ``config.json`` and ``metrics.jsonl`` are then copied to
-``<records>/<experiment>/<group>,seed=<s>/`` (the repository's ``results/<scale>/``),
-the metrics compressed when large, and for a BLN member the ``bln_search.json`` of its
-inference search (the BLN paper's Algorithm 2, run on its last checkpoint before the
-copy); nothing else (no checkpoints). Those records are
-what the headline table is computed from, and a member whose records exist counts as
-finished: its records are copied back into its workdir before its sweep, where the
-runner sees a finished run. So the suite can be completed over several sittings, on
-several machines.
+``<records>/<experiment>/<group>,seed=<s>/``, the metrics compressed when large, and
+for a BLN member the ``bln_search.json`` of its inference search (the BLN paper's
+Algorithm 2, run on its last checkpoint before the copy); nothing else (no
+checkpoints). Those records are what the headline table is computed from, and a member
+whose records exist counts as finished: its records are copied back into its workdir
+before its sweep, where the runner sees a finished run. So the suite can be completed
+over several sittings, on several machines.
+
+Where: the suite's own members (what ``--print-commands`` gives without overrides)
+keep their records in ``results/<scale>/`` of the checkout the command runs in
+(:func:`checkout_root`); every other member (a normalizer the suite does not run, a
+config a ``--config.x=y`` changes) beside the workdir, so that only the suite's own
+commands reach the committed records. A record is never replaced by a run of another
+config (:func:`refuse_overwrite`), and a record read is whole or named as damaged
+(:func:`read_records`).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import os
 import re
 import shutil
 import sys
+import tomllib
 from typing import Any, Iterable, Mapping, Sequence
 
 from lnorm import config as config_lib
@@ -41,7 +49,7 @@ from lnorm.analysis import generated_block
 from lnorm.analysis import rule
 from lnorm.analysis import runs as runs_lib
 from lnorm.analysis import timing
-from lnorm.errors import ConfigError
+from lnorm.errors import ConfigError, UserError
 from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import preemption
 from lnorm.sweeps import runner
@@ -60,28 +68,121 @@ DATA_DIR_ENV = "LNORM_DATA_DIR"
 CACHE_DIR_ENV = "LNORM_CACHE_DIR"
 
 
-def records_root(scale: str) -> str:
-  """The repository's ``results/<scale>``, found from the package like configs/."""
-  return os.path.join(os.path.dirname(config_lib.CONFIGS_DIR), "results", scale)
+#: The project a checkout's pyproject.toml names (``[project] name``).
+PROJECT = "lnorm"
+
+
+def checkout_root(start: str | None = None) -> str | None:
+  """The lnorm checkout a command runs in: the nearest folder at or above ``start``
+  (default the current directory) that holds lnorm's pyproject.toml and a results/
+  folder; None outside any. Found from where the command runs, never from where the
+  package is installed: a second clone whose environment holds an editable install of
+  the first must write into its own results/, and an installed package has none."""
+  folder = os.path.abspath(start or os.getcwd())
+  while True:
+    if _is_checkout(folder):
+      return folder
+    parent = os.path.dirname(folder)
+    if parent == folder:
+      return None
+    folder = parent
+
+
+def _is_checkout(folder: str) -> bool:
+  if not os.path.isdir(os.path.join(folder, "results")):
+    return False
+  try:
+    with open(os.path.join(folder, "pyproject.toml"), "rb") as f:
+      return tomllib.load(f).get("project", {}).get("name") == PROJECT
+  except (OSError, tomllib.TOMLDecodeError):
+    return False
+
+
+def records_root(scale: str, workdir: str = DEFAULT_WORKDIR) -> str:
+  """Where the suite's own members keep their records by default: the checkout's
+  ``results/<scale>`` (:func:`checkout_root`), else, outside a checkout, beside the
+  workdir (:func:`own_records_root`)."""
+  checkout = checkout_root()
+  return (os.path.join(checkout, "results", scale) if checkout
+          else own_records_root(workdir, scale))
+
+
+def own_records_root(workdir: str, scale: str) -> str:
+  """Where the records of members that are not the suite's own go by default: beside
+  their runs."""
+  return os.path.join(workdir, "records", scale)
+
+
+def shown(path: str) -> str:
+  """``path`` as a user reads it: relative to the current directory when under it."""
+  relative = os.path.relpath(os.path.abspath(path))
+  return relative if not relative.startswith(os.pardir) else os.path.abspath(path)
 
 
 @dataclasses.dataclass
 class Plan:
-  """One experiment's part of a benchmark command: its members and where they train."""
+  """One experiment's part of a benchmark command: its members, where they train, the
+  command's --config.x=y overrides and where their records go."""
   experiment: suite.Experiment
   setting: suite.Setting
   members: list[suite.Member]
   workdir: str  # <workdir>/<scale>/<experiment>
   scale: str = "cpu"
-  #: Where the records of a user's own normalizer (an import path) go, when not with the
-  #: suite's: the repository's results/ hold the committed benchmark, not a user's
-  #: experiments. None: every member's records go under the records root.
+  #: Where the records of members that are not the suite's own go
+  #: (:meth:`is_suite_member`): the records root (a checkout's results/) holds the
+  #: committed benchmark, and only what ``--print-commands`` gives without overrides
+  #: may reach it. None: every member's records go under the records root (--records).
   own_records: str | None = None
+  #: The command's --config.x=y, which every member runs with.
+  overrides: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  _changed: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
   def record_dir(self, records: str, member: suite.Member) -> str:
-    """Where ``member``'s records are, under the records root ``records``."""
-    users_own = self.own_records and config_lib.is_import_path(member.norm)
-    return record_dir(self.own_records if users_own else records, member)
+    """Where ``member``'s records are: under the records root ``records`` for the
+    suite's own members, else under :attr:`own_records` when it is given."""
+    if self.own_records and not self.is_suite_member(member):
+      return record_dir(self.own_records, member)
+    return record_dir(records, member)
+
+  def is_suite_member(self, member: suite.Member) -> bool:
+    """Whether ``member`` is one of the suite's own: a normalizer its setting runs at
+    the member's variant, with the config the suite gives it (:meth:`changes_config`)."""
+    variants = list(self.setting.variants)
+    return (member.variant in variants
+            and member.norm in self.setting.norms_at(variants.index(member.variant),
+                                                     self.experiment.norms)
+            and not self.changes_config(member))
+
+  def changes_config(self, member: suite.Member) -> bool:
+    """Whether the command's overrides change ``member``'s config from the one the
+    suite gives it, in a field beside where data and logs go (:data:`PER_RUN_FIELDS`):
+    ``--config.data.source=embedded`` does, ``--config.wandb.mode=offline`` or the
+    suite's own value does not."""
+    if not self.overrides:
+      return False
+    key = (tuple(sorted(member.variant.items())), member.norm, member.seed)
+    if key not in self._changed:
+      try:
+        self._changed[key] = bool(config_drift(self.member_config(member, {}),
+                                               self.member_config(member)))
+      except ConfigError:  # The suite's own config of it no longer runs.
+        self._changed[key] = True
+    return self._changed[key]
+
+  def member_of(self, config: Mapping[str, Any]) -> suite.Member | None:
+    """The member a record's flat ``config`` is of; None when no variant matches."""
+    index = suite.variant_index(config, self.setting.variants)
+    if index is None:
+      return None
+    return suite.Member(self.experiment.name, self.setting.variants[index],
+                        str(config.get("norm")), int(config.get("seed", 0)))
+
+  def member_config(self, member: suite.Member,
+                    extra: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The flat config ``member`` runs, as its record's config.json holds it; with the
+    plan's overrides unless ``extra`` says otherwise ({}: the suite's own)."""
+    _, configs = self.prepare([member], extra)
+    return as_recorded(configs[member.name])
 
   def groups(self) -> dict[str, list[suite.Member]]:
     """The members by group (variant and normalizer), in the plan's order."""
@@ -93,20 +194,23 @@ class Plan:
   def group_workdir(self, group: str) -> str:
     return os.path.join(self.workdir, group)
 
-  def group_overrides(self, member: suite.Member, extra: dict[str, str]) -> dict[str, str]:
+  def group_overrides(self, member: suite.Member,
+                      extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """What every seed of ``member``'s group gets, the rule's hash included; the
-    command's --config.x=y win."""
+    command's --config.x=y (the plan's, unless ``extra`` says otherwise) win."""
     return {**self.setting.overrides, **member.variant, "norm": member.norm,
             "wandb.group": self.experiment.name,
             "benchmark_hash": suite.member_hash(self.experiment, self.scale, member.variant),
-            **extra}
+            **(self.overrides if extra is None else extra)}
 
   def sweep_name(self, group: str) -> str:
     return f"{self.experiment.name}/{group}"
 
-  def prepare(self, members: Sequence[suite.Member], extra: dict[str, str]):
-    """The runner's members and configs for ``members`` of one group, by member name;
-    checks every value against the config first."""
+  def prepare(self, members: Sequence[suite.Member],
+              extra: Mapping[str, str] | None = None):
+    """The runner's members and configs for ``members`` of one group, by member name
+    (``extra`` as in :meth:`group_overrides`); checks every value against the config
+    first."""
     first = members[0]
     runner_members, configs = runner.prepare(
         self.setting.config, seed_space(members), self.group_workdir(first.group),
@@ -114,7 +218,7 @@ class Plan:
     return ({m.name: r for m, r in zip(members, runner_members)},
             {m.name: configs[r.name] for m, r in zip(members, runner_members)})
 
-  def prepare_all(self, extra: dict[str, str]):
+  def prepare_all(self, extra: Mapping[str, str] | None = None):
     found, configs = {}, {}
     for members in self.groups().values():
       f, c = self.prepare(members, extra)
@@ -132,22 +236,20 @@ def seed_space(members: Sequence[suite.Member]) -> SweepSpace:
 def plans(experiments: Sequence[suite.Experiment], scale: str, workdir: str,
           norms: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
           records: str | None = None, variants: dict[str, str] | None = None,
-          own_records: str | None = None) -> list[Plan]:
+          own_records: str | None = None,
+          overrides: Mapping[str, str] | None = None) -> list[Plan]:
   """Each experiment's members. Without ``seeds``, an experiment's seeds are the
-  rule's (:func:`seeds_by_power`, from the records under ``records``); a user's own
-  normalizer's records go to ``own_records`` when given (:attr:`Plan.own_records`)."""
+  rule's (:func:`seeds_by_power`, from the records under ``records``); the records of
+  members that are not the suite's own go to ``own_records`` when given
+  (:attr:`Plan.own_records`); every member runs with ``overrides``."""
   out = []
   for e in experiments:
     chosen = seeds if seeds is not None else seeds_by_power(e, scale, records)
     members = suite.members([e], scale, norms, chosen, variants)
     out.append(Plan(e, e.scales[scale], members, os.path.join(workdir, scale, e.name),
-                    scale, own_records))
+                    scale, None if own_records == records else own_records,
+                    dict(overrides or {})))
   return out
-
-
-def own_records_root(workdir: str, scale: str) -> str:
-  """Where a user's normalizer's records go by default: beside its runs."""
-  return os.path.join(workdir, "records", scale)
 
 
 def seeds_by_power(experiment: suite.Experiment, scale: str,
@@ -155,10 +257,11 @@ def seeds_by_power(experiment: suite.Experiment, scale: str,
   """The rule's seeds for ``experiment`` (:func:`seed_plan`) from the records under
   ``records``: the pilot's until every claim's pilot members have records, then the
   pilot and the seeds by power."""
-  folder = os.path.join(records or "", experiment.name)
-  if not records or not any(True for _ in _record_dirs(folder)):
+  # A damaged record counts as none here; the report names it.
+  found, _ = _read_folder(records, experiment.name) if records else ([], {})
+  if not found:
     return suite.pilot_seeds(None)
-  kept, _ = under_rule(runs_lib.load_runs([folder]), experiment, scale)
+  kept, _ = under_rule(found, experiment, scale)
   return list(seed_plan(experiment, scale, kept).planned)
 
 
@@ -228,27 +331,75 @@ def is_over(workdir: str, config) -> bool:
 def has_records(path: str, config) -> bool:
   """True when the records in ``path`` (``Plan.record_dir``) cover the whole run
   ``config`` asks for, under the suite's setting and rule now. A record made under
-  another (its ``benchmark_hash`` differs, or its config does: :func:`config_drift`)
-  does not count: the member runs again and its new record replaces the old one, which
-  the report would refuse to judge anyway."""
-  config_path = os.path.join(path, CONFIG_FILE)
-  if not os.path.exists(config_path):
+  another rule (its ``benchmark_hash`` differs) does not count: the member runs again
+  and its new record replaces the old one, which the report would refuse to judge
+  anyway. Neither does a record of another config (:func:`config_drift`), nor a
+  damaged one; those :func:`refuse_overwrite` refuses to replace."""
+  if not os.path.exists(os.path.join(path, CONFIG_FILE)):
     return False
-  with open(config_path) as f:
-    recorded = json.load(f).get("config", {})
+  try:
+    recorded = runs_lib.read_config(path).get("config", {})
+  except runs_lib.DamagedRunError:
+    return False
   if suite.current_hash(recorded.get("benchmark_hash", "")) != config.get("benchmark_hash", ""):
     return False
   return not config_drift(recorded, as_recorded(config)) and is_over(path, config)
 
 
-def command_config(experiment: suite.Experiment, scale: str, variant: dict[str, str],
-                   norm: str, seed: int) -> dict[str, Any]:
-  """The flat config that member's command (``--print-commands``) runs now, as its
-  record's config.json would hold it."""
+def refuse_overwrite(plan: Plan, records: str, member: suite.Member, config,
+                     workdir: str) -> None:
+  """Refuses, in one line, to record ``member`` (whose config is ``config``) where its
+  record or its workdir holds a run of another config: a record is replaced only by
+  a run of its own config (a rerun under a new rule), and a workdir's finished run is
+  recorded only as the member it is a run of. A damaged record is refused too: what
+  it recorded cannot be told."""
+  path = plan.record_dir(records, member)
+  now = as_recorded(config)
+  if os.path.isdir(path) and os.listdir(path):
+    try:
+      recorded = runs_lib.read_finished_run(path, member.name)
+    except runs_lib.DamagedRunError as e:
+      raise UserError(f"{shown(e.path)}: {e.what}. This command would overwrite that "
+                      f"record of {member.name}: restore it (from git), or delete "
+                      f"{shown(path)} to run the member again.") from None
+    drift = config_drift(recorded.config, now)
+    if drift:
+      raise UserError(
+          f"{shown(path)} holds a record of another config (the record's -> this "
+          f"command's: {drift_text(drift)}), which this command would overwrite. Keep "
+          "this config's records apart with --records DIR, or delete that record to "
+          "replace it.")
+  if os.path.exists(os.path.join(workdir, CONFIG_FILE)):
+    drift = config_drift(runs_lib.read_config(workdir).get("config", {}), now)
+    if drift:
+      raise UserError(
+          f"{shown(workdir)} holds a run of another config (the run's -> this "
+          f"command's: {drift_text(drift)}), which is not {member.name} of this command. "
+          "Give this config another --workdir, or delete that run.")
+
+
+def drift_text(drift: Sequence[str]) -> str:
+  """The first :data:`DRIFT_FIELDS_SHOWN` of ``drift`` (``field: old -> new``), and
+  how many more."""
+  first = list(drift[:DRIFT_FIELDS_SHOWN])
+  more = len(drift) - len(first)
+  return ", ".join(first) + (f" and {more} more field{'s' if more > 1 else ''}"
+                              if more else "")
+
+
+#: How many differing fields a message names.
+DRIFT_FIELDS_SHOWN = 3
+
+
+def command_config(experiment: suite.Experiment, scale: str, variant: Mapping[str, str],
+                   norm: str, seed: int,
+                   overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
+  """The flat config that member's command (``--print-commands``, with the command's
+  ``overrides``) runs now, as its record's config.json would hold it."""
   member = suite.Member(experiment.name, variant, norm, seed)
-  plan = Plan(experiment, experiment.scales[scale], [member], "", scale)
-  _, configs = plan.prepare([member], {})
-  return as_recorded(configs[member.name])
+  plan = Plan(experiment, experiment.scales[scale], [member], "", scale,
+              overrides=dict(overrides or {}))
+  return plan.member_config(member)
 
 
 def as_recorded(config) -> dict[str, Any]:
@@ -380,8 +531,7 @@ def _needs_search(member: suite.Member, workdir: str) -> bool:
           and not os.path.exists(os.path.join(workdir, BLN_SEARCH_FILE)))
 
 
-def collect(plan: Plan, records: str, extra: dict[str, str], out=None,
-            search: bool = True) -> list[str]:
+def collect(plan: Plan, records: str, out=None, search: bool = True) -> list[str]:
   """Saves the records of the plan's finished members that have none yet; returns
   the members saved. With ``search`` False (a command stopping on SIGTERM, which has
   no minute to spare) a BLN member waiting for its inference search is left for the
@@ -389,13 +539,14 @@ def collect(plan: Plan, records: str, extra: dict[str, str], out=None,
   out = out or sys.stdout
   if not os.path.isdir(plan.workdir):
     return []
-  runner_members, configs = plan.prepare_all(extra)
+  runner_members, configs = plan.prepare_all()
   saved = []
   for m in plan.members:
     workdir = runner_members[m.name].workdir
     if (os.path.exists(os.path.join(workdir, CONFIG_FILE))
         and is_over(workdir, configs[m.name])
         and not has_records(plan.record_dir(records, m), configs[m.name])):
+      refuse_overwrite(plan, records, m, configs[m.name], workdir)
       if _needs_search(m, workdir):
         if not search:
           continue
@@ -405,30 +556,43 @@ def collect(plan: Plan, records: str, extra: dict[str, str], out=None,
   for root in sorted({os.path.dirname(plan.record_dir(records, m)) for m in saved}):
     names = [m.name for m in saved if os.path.dirname(plan.record_dir(records, m)) == root]
     print(f"[benchmark {plan.experiment.name}] records saved for {', '.join(names)} "
-          f"under {root}", file=out, flush=True)
+          f"under {shown(root)}", file=out, flush=True)
   return [m.name for m in saved]
 
 
 # --- running --------------------------------------------------------------------------------
 
 
-def unfinished(plan: Plan, records: str, extra: dict[str, str]) -> list[suite.Member]:
-  """The plan's members with neither records nor a finished workdir."""
-  runner_members, configs = plan.prepare_all(extra)
+def refuse_overwrites(plan: Plan, records: str) -> None:
+  """:func:`refuse_overwrite` for each of the plan's members that has no records yet:
+  before anything runs, so that a command stops before its first member, not after."""
+  runner_members, configs = plan.prepare_all()
+  for m in plan.members:
+    if not has_records(plan.record_dir(records, m), configs[m.name]):
+      refuse_overwrite(plan, records, m, configs[m.name], runner_members[m.name].workdir)
+
+
+def unfinished(plan: Plan, records: str) -> list[suite.Member]:
+  """The plan's members with neither records nor a finished workdir; refuses
+  (:func:`refuse_overwrites`) where one's record or workdir holds another config's run."""
+  refuse_overwrites(plan, records)
+  runner_members, configs = plan.prepare_all()
   return [m for m in plan.members
           if not has_records(plan.record_dir(records, m), configs[m.name])
           and not is_over(runner_members[m.name].workdir, configs[m.name])]
 
 
-def run(plan: Plan, records: str, extra: dict[str, str], parallel: int = 1) -> list[str]:
+def run(plan: Plan, records: str, parallel: int = 1) -> list[str]:
   """Runs (or resumes) one experiment's members and saves the finished ones' records;
   returns the members that failed.
 
   Members with records are restored into their workdirs first, so the runner skips
   them; the records are saved even when the sweep is interrupted (on SIGTERM without
-  the BLN searches, which the rerun does).
+  the BLN searches, which the rerun does). Before anything runs, a member whose record
+  or workdir holds a run of another config is refused (:func:`refuse_overwrite`).
   """
-  runner_members, configs = plan.prepare_all(extra)  # Checks every value before running.
+  refuse_overwrites(plan, records)
+  runner_members, configs = plan.prepare_all()  # Checks every value before running.
   for m in plan.members:
     workdir = runner_members[m.name].workdir
     path = plan.record_dir(records, m)
@@ -444,32 +608,57 @@ def run(plan: Plan, records: str, extra: dict[str, str], parallel: int = 1) -> l
     for members in filter(None, batches):
       group = members[0].group
       summary = runner.run_sweep(plan.setting.config, seed_space(members),
-                                 plan.group_workdir(group),
-                                 plan.group_overrides(members[0], extra), parallel=parallel,
-                                 figures=False, name=plan.sweep_name(group))
+                                 plan.group_workdir(group), plan.group_overrides(members[0]),
+                                 parallel=parallel, figures=False,
+                                 name=plan.sweep_name(group))
       # A member that stopped as not finite is recorded as such: not a failure to retry.
       over = {runner_members[m.name].name for m in members
               if is_over(runner_members[m.name].workdir, configs[m.name])}
       failed += [f"{group},{name}" for name in summary.failed if name not in over]
-      collect(plan, records, extra)  # As members finish, so a sitting keeps its records.
+      collect(plan, records)  # As members finish, so a sitting keeps its records.
   finally:
-    collect(plan, records, extra, search=not preemption.stopping())
+    collect(plan, records, search=not preemption.stopping())
   return failed
 
 
-def print_commands(plans_: Iterable[Plan], records: str, extra: dict[str, str],
-                   out=None) -> int:
+def print_commands(plans_: Iterable[Plan], records: str, out=None) -> int:
   """One ``lnorm train`` line per member that is not finished; returns how many."""
   count = 0
   for plan in plans_:
-    todo = unfinished(plan, records, extra)
+    todo = unfinished(plan, records)
     for m in todo:
-      runner_members, _ = plan.prepare([m], extra)
+      runner_members, _ = plan.prepare([m])
       runner.print_commands(plan.setting.config, [runner_members[m.name]],
-                            plan.group_overrides(m, extra), plan.sweep_name(m.group),
-                            out=out)
+                            plan.group_overrides(m), plan.sweep_name(m.group), out=out)
     count += len(todo)
   return count
+
+
+def destinations(plans_: Sequence[Plan], records: str) -> list[str]:
+  """Where the plans' members keep their records, one line per folder: how many of
+  the suite's own members and how many others, and why the others are not."""
+  by_root: dict[str, list[tuple[Plan, suite.Member]]] = {}
+  for p in plans_:
+    for m in p.members:
+      root = os.path.dirname(os.path.dirname(p.record_dir(records, m)))
+      by_root.setdefault(root, []).append((p, m))
+  lines = []
+  for root, members in by_root.items():
+    others = [(p, m) for p, m in members if not p.is_suite_member(m)]
+    parts = [f"{len(members) - len(others)} of the suite's own members"] * (
+        len(others) < len(members))
+    if others:
+      parts.append(f"{len(others)} not of the suite ({_why_not_the_suites(*others[0])})")
+    lines.append(f"Records go under {shown(root)}: {' and '.join(parts)}.")
+  return lines
+
+
+def _why_not_the_suites(plan: Plan, member: suite.Member) -> str:
+  index = list(plan.setting.variants).index(member.variant)
+  if member.norm not in plan.setting.norms_at(index, plan.experiment.norms):
+    return f"the suite does not run {member.norm} there"
+  drift = config_drift(plan.member_config(member, {}), plan.member_config(member))
+  return f"the suite's config -> this command's: {drift_text(drift)}"
 
 
 # --- the report -------------------------------------------------------------------------------
@@ -510,20 +699,36 @@ class Report:
   ignore_rule: bool = False
   #: The seeds a --seeds selection judges on; None: every recorded seed.
   seeds: tuple[int, ...] | None = None
-  #: The folders of a user's own normalizers' records read beside the suite's.
-  own_records: tuple[str, ...] = ()
+  #: The folders the records were read from (the records root where none held any),
+  #: as the header names them.
+  folders: tuple[str, ...] = ()
   #: experiment -> the run folders the table and verdicts were computed from.
   judged: dict[str, list[str]] = dataclasses.field(default_factory=dict)
   #: experiment -> the refused members whose hash is current but whose config is not
   #: their command's now -> how it differs (``config_drift``).
   drift: dict[str, dict[str, list[str]]] = dataclasses.field(default_factory=dict)
+  #: The records that are not whole (:func:`lnorm.analysis.runs.read_finished_run`),
+  #: judged by nobody: their file as shown -> what is wrong with it.
+  damaged: dict[str, str] = dataclasses.field(default_factory=dict)
+  #: experiment -> the members of the command whose record is damaged.
+  damaged_members: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+  @property
+  def records_read(self) -> int:
+    """How many records the report read, whole or damaged."""
+    return (sum(len(j) for j in self.judged.values()) + len(self.damaged)
+            + sum(len(r) for r in self.refused.values()))
 
   def markdown(self) -> str:
-    lines = [f"Generated from the records under `results/{self.scale}/`"
-             + "".join(f" and `{root}/`" for root in self.own_records)
-             + " (one run per member: its config.json and metrics.jsonl) by the verdict "
+    folders = " and ".join(f"`{f}/`" for f in self.folders)
+    lines = [f"Generated from the records under {folders} (one run per member: its "
+             "config.json and metrics.jsonl) by the verdict "
              f"rule version {rule.VERSION} (hash `{suite.rule_hash()}`), stated in "
              "`docs/benchmark.md`.", ""]
+    if self.damaged:
+      lines += ["**Damaged records, not judged** (restore them from git, or delete them "
+                "and run their members again): " + "; ".join(
+                    f"`{path}`: {what}" for path, what in self.damaged.items()) + ".", ""]
     if self.seeds is not None:
       lines[0:0] = [f"Judged on seed{'s' if len(self.seeds) > 1 else ''} "
                     f"{', '.join(map(str, self.seeds))} only (--seeds): the table, the "
@@ -540,7 +745,8 @@ class Report:
                 for e in not_started]
       lines += table + [""]
     lines += self._claims_markdown() + self._seeds_markdown()
-    done = [f"{e} {self.total[e] - len(m)}/{self.total[e]}" for e, m in self.missing.items()]
+    done = [f"{e} {self.total[e] - len(m) - len(self.damaged_members.get(e, []))}/"
+            f"{self.total[e]}" for e, m in self.missing.items()]
     lines += ["", f"Members with records: {', '.join(done)}."]
     if self.seconds:
       slowest = max(self.seconds, key=self.seconds.get)
@@ -613,14 +819,7 @@ class Report:
         fields.setdefault(d.partition(": ")[0], d)
     if not fields:
       return ""
-    shown = list(fields.values())[:DRIFT_FIELDS_SHOWN]
-    more = len(fields) - len(shown)
-    return (f" (config now differs: {', '.join(shown)}"
-            + (f" and {more} more field{'s' if more > 1 else ''}" if more else "") + ")")
-
-
-#: How many differing fields the report names per experiment of drifted records.
-DRIFT_FIELDS_SHOWN = 3
+    return f" (config now differs: {drift_text(list(fields.values()))})"
 
 
 def _effect(c: suite.Claim) -> str:
@@ -668,12 +867,14 @@ def _members_text(names: Sequence[str]) -> str:
 
 
 def under_rule(runs: Sequence[runs_lib.Run], experiment: suite.Experiment,
-               scale: str) -> tuple[list, dict[str, list[str]]]:
+               scale: str, overrides: Mapping[str, str] | None = None,
+               ) -> tuple[list, dict[str, list[str]]]:
   """The runs of ``experiment`` made under the suite's rule and setting now, and the
   names of the others (stale) with how their config differs from their command's now
   (:func:`config_drift`; empty where their hash already differs). A stale record is
   one whose hash is not the one the suite gives its variant now, or whose config is not
-  the one its member's command runs now: a config file's defaults changed since."""
+  the one its member's command (with the command's ``overrides``) runs now: a config
+  file's defaults changed since, or the record is of other overrides."""
   variants = experiment.scales[scale].variants
   kept, stale = [], {}
   for r in runs:
@@ -687,7 +888,8 @@ def under_rule(runs: Sequence[runs_lib.Run], experiment: suite.Experiment,
       continue
     try:
       drift = config_drift(r.config, command_config(
-          experiment, scale, variant, str(r.config.get("norm")), int(r.config.get("seed", 0))))
+          experiment, scale, variant, str(r.config.get("norm")), int(r.config.get("seed", 0)),
+          overrides))
     except ConfigError as e:  # The command no longer runs: nothing reproduces the record.
       drift = [f"its command fails ({e})"]
     if drift:
@@ -710,22 +912,83 @@ def _outside_setting(claim: suite.Claim, setting: suite.Setting) -> str | None:
   return None
 
 
+@dataclasses.dataclass
+class RecordsRead:
+  """A command's records, as :func:`read_records` found them."""
+  runs: list[runs_lib.Run]
+  damaged: dict[str, str]  # The file that is not whole -> what is wrong with it.
+  folders: list[str]  # The records roots that held any of them.
+
+
+def read_records(plans_: Sequence[Plan], records: str,
+                 seeds: Sequence[int] | None = None) -> RecordsRead:
+  """The records of the plans' experiments, in the suite's order, each whole or
+  listed as damaged, never left out without a word.
+
+  They are read from the records root ``records`` and the plans' own records
+  folders, a record from the folder its member's records go to under this command
+  (:meth:`Plan.record_dir`): a user's folder may hold runs of the suite's normalizers
+  made with other overrides, which are not this command's, and results/ holds the
+  suite's own, which a command with overrides does not run. ``seeds``, when given,
+  keeps those seeds' records (a damaged record is listed whatever its seed)."""
+  roots = [records] + sorted({p.own_records for p in plans_ if p.own_records} - {records})
+  found, damaged, folders = [], {}, []
+  for p in plans_:
+    for root in roots:
+      runs, broken = _read_folder(root, p.experiment.name)
+      damaged.update(broken)
+      kept = [r for r in runs if _belongs(p, records, root, r)
+              and (seeds is None or r.config.get("seed") in seeds)]
+      found += kept
+      if (kept or broken) and root not in folders:
+        folders.append(root)
+  runs_lib.label_runs(found)
+  return RecordsRead(found, damaged, [r for r in roots if r in folders])
+
+
+def _read_folder(root: str, experiment: str) -> tuple[list[runs_lib.Run], dict[str, str]]:
+  """The records under ``root/experiment/<member>/``, and the damaged ones."""
+  folder = os.path.join(root, experiment)
+  runs, damaged = [], {}
+  if not os.path.isdir(folder):
+    return runs, damaged
+  for name in sorted(os.listdir(folder)):
+    path = os.path.join(folder, name)
+    if not os.path.isdir(path):
+      continue
+    try:
+      runs.append(runs_lib.read_finished_run(path, f"{experiment}/{name}"))
+    except runs_lib.DamagedRunError as e:
+      damaged[shown(e.path)] = e.what
+  return runs, damaged
+
+
+def _belongs(plan: Plan, records: str, root: str, run: runs_lib.Run) -> bool:
+  """Whether ``run``, found under ``root``, is one this command reads there: under the
+  records root, a record whose config the command's overrides leave as the suite's
+  (results/ holds the suite's own, and records made there before a normalizer's
+  records went beside the runs); under the own records folder, one of a member that
+  is not the suite's own. A record of no variant is read wherever it is, to be named
+  as stale."""
+  if run.config.get("experiment") != plan.experiment.name:
+    return False
+  member = plan.member_of(run.config)
+  if member is None or not plan.own_records:
+    return True
+  if root == records:
+    return not plan.changes_config(member)
+  return not plan.is_suite_member(member)
+
+
 def build_report(plans_: Sequence[Plan], records: str, scale: str,
                  ignore_rule: bool = False, seeds: Sequence[int] | None = None) -> Report:
   """The headline table and verdicts from the records alone (not the workdirs);
   ``seeds``, when given, restricts them to those seeds' records."""
-  found = []
-  roots = [records] + sorted({p.own_records for p in plans_ if p.own_records})
-  roots = [r for r in roots if os.path.isdir(r) and any(True for _ in _record_dirs(r))]
-  if roots:
-    order = {p.experiment.name: i for i, p in enumerate(plans_)}
-    found = sorted((r for r in runs_lib.load_runs(roots)
-                    if r.config.get("experiment") in order
-                    and (seeds is None or r.config.get("seed") in seeds)),
-                   key=lambda r: order[r.config["experiment"]])  # The suite's order.
+  read = read_records(plans_, records, seeds)
+  found = read.runs
   rows, results, refused, drift, judged = [], [], {}, {}, {}
   for p in plans_:
-    kept, stale = under_rule(found, p.experiment, p.scale)
+    kept, stale = under_rule(found, p.experiment, p.scale, p.overrides)
     refused[p.experiment.name] = list(stale)
     drift[p.experiment.name] = {name: d for name, d in stale.items() if d}
     if ignore_rule:
@@ -745,17 +1008,22 @@ def build_report(plans_: Sequence[Plan], records: str, scale: str,
   missing = {p.experiment.name: [m.name for m in p.members
                                  if not os.path.isdir(p.record_dir(records, m))]
              for p in plans_}
+  damaged_dirs = {os.path.dirname(path) for path in read.damaged}
+  damaged_members = {p.experiment.name: [m.name for m in p.members
+                                         if shown(p.record_dir(records, m)) in damaged_dirs]
+                     for p in plans_}
   seconds = {}
   for r in found:
     known = [t for t in runs_lib.train_seconds(r.points) if t is not None]
     if known:
-      root = next(root for root in roots if r.path.startswith(os.path.join(root, "")))
-      seconds[os.path.relpath(r.path, root)] = known[-1]
+      seconds[r.name] = known[-1]
   return Report(scale, rows, results, missing,
                 {p.experiment.name: len(p.members) for p in plans_}, seconds,
-                {} if ignore_rule else refused, ignore_rule,
-                None if seeds is None else tuple(seeds),
-                tuple(r for r in roots if r != records), judged, {} if ignore_rule else drift)
+                refused={} if ignore_rule else refused, ignore_rule=ignore_rule,
+                seeds=None if seeds is None else tuple(seeds),
+                folders=tuple(shown(f) for f in read.folders or [records]), judged=judged,
+                drift={} if ignore_rule else drift, damaged=read.damaged,
+                damaged_members=damaged_members)
 
 
 def _claim_result(c: suite.Claim, p: Plan, plan: SeedPlan | None,
@@ -875,12 +1143,6 @@ def write_figures(report: Report, records: str, out_dir: str) -> list[str]:
         runs, [metric], os.path.join(out_dir, experiment), x="step", logx=logx,
         title=f"{experiment} ({report.scale} scale): {metric}, mean over seeds, 95% band")
   return paths
-
-
-def _record_dirs(records: str):
-  for root, _, files in os.walk(records):
-    if CONFIG_FILE in files:
-      yield root
 
 
 def replace_between_markers(text: str, block: str) -> str:

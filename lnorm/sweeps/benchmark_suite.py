@@ -20,13 +20,15 @@ import dataclasses
 import re
 from typing import Mapping, Sequence
 
+from lnorm import config as config_lib
 from lnorm.analysis import compare
 from lnorm.analysis import rule
 from lnorm.analysis import specs
 from lnorm.analysis import timing
 from lnorm.analysis.rule import Claim
 from lnorm.analysis.specs import CORE_NORMS, SCALES, TRANSFORMER_NORMS, Setting
-from lnorm.errors import UserError
+from lnorm.errors import ConfigError, UserError
+from lnorm.sweeps import space as sweep_space
 
 #: An experiment as the suite reads it: its spec (``lnorm.analysis.specs``), where
 #: each experiment's settings, claims and normalizers are declared.
@@ -187,25 +189,48 @@ def select_experiments(text: str | None) -> list[Experiment]:
 
 
 def parse_seeds(text: str | None) -> list[int] | None:
-  """``--seeds 0,1,2`` or ``--seeds 0-4``."""
+  """``--seeds 0,1,2`` or ``--seeds 0-4``: distinct non-negative integers, a range
+  written low to high, as ``lnorm train`` takes ``seed``."""
   items = _parse_list(text, "--seeds")
   if items is None:
     return None
   seeds: list[int] = []
-  try:
-    for item in items:
-      low, dash, high = item.partition("-")
-      seeds += list(range(int(low), int(high) + 1)) if dash else [int(item)]
-  except ValueError:
-    raise UserError(f"--seeds {text!r}: expected integers, e.g. 0,1,2 or 0-4.") from None
-  if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
-    raise UserError(f"--seeds {text!r}: the seeds must be distinct and non-negative.")
+  for item in items:
+    match = re.fullmatch(r"(-?\d+)(?:-(-?\d+))?", item)
+    if not match:
+      raise UserError(f"--seeds {text!r}: {item!r} is not a seed; expected integers, e.g. "
+                      "0,1,2 or 0-4.")
+    low, high = int(match[1]), int(match[2] if match[2] is not None else match[1])
+    if low < 0 or high < 0:
+      raise UserError(f"--seeds {text!r}: a seed is a non-negative integer, e.g. 0,1,2.")
+    if high < low:
+      raise UserError(f"--seeds {text!r}: the range {item} is empty; write it low to "
+                      f"high ({high}-{low}).")
+    seeds += range(low, high + 1)
+  if len(set(seeds)) != len(seeds):
+    raise UserError(f"--seeds {text!r}: the seeds must be distinct.")
   return seeds
 
 
-def parse_norms(text: str | None) -> list[str] | None:
-  """``--norms none,ln,my_pkg.norms:CenteredRMS``: passed to the config's ``norm``."""
-  return _parse_list(text, "--norms")
+def parse_norms(text: str | None, experiments: Sequence[Experiment] = (),
+                scale: str = "cpu") -> list[str] | None:
+  """``--norms none,ln,my_pkg.norms:CenteredRMS``: passed to the config's ``norm``.
+  Each is checked for every experiment of ``experiments`` as ``lnorm train`` checks a
+  config's ``norm`` (a name the experiment's task takes, or an import path that
+  imports), before anything runs or is read: an unknown one would otherwise judge
+  nothing and say nothing."""
+  norms = _parse_list(text, "--norms")
+  for e in experiments:
+    for norm in norms or ():
+      if norm in e.norms:
+        continue  # The suite runs it: the experiment takes it.
+      config = config_lib.load_config(e.scales[scale].config)
+      config_lib.apply_overrides(config, {"norm": norm})
+      try:
+        sweep_space.check_config(config)
+      except ConfigError as err:
+        raise UserError(f"--norms {norm}: {err}") from None
+  return norms
 
 
 def parse_variants(text: str | None) -> dict[str, str] | None:
