@@ -261,6 +261,11 @@ def test_a_damaged_record_is_listed_and_the_report_fails(recorded, tmp_path, cap
   assert benchmark(*argv) == 0
   whole = capsys.readouterr().out
   assert "Members with records: perm_mnist 6/6." in whole and "Damaged" not in whole
+  # A step-time timing kept beside the members (results/<scale>/<experiment>/timing/)
+  # is not a member's record, damaged or whole.
+  (recorded / "timing").mkdir()
+  (recorded / "timing" / "ln,rms-0.json").write_text("{}")
+  assert benchmark(*argv) == 0 and "Damaged" not in capsys.readouterr().out
   _cut(recorded / NONE0 / "metrics.jsonl", -20)  # The truncated log.
   doc.write_text("# Results\n")
   assert benchmark(*argv) == 1

@@ -954,7 +954,8 @@ def _read_folder(root: str, experiment: str) -> tuple[list[runs_lib.Run], dict[s
     return runs, damaged
   for name in sorted(os.listdir(folder)):
     path = os.path.join(folder, name)
-    if not os.path.isdir(path):
+    # The step-time timings (timing.load reads them) are beside the members, not one.
+    if not os.path.isdir(path) or name == timing.TIMING_FOLDER:
       continue
     try:
       runs.append(runs_lib.read_finished_run(path, f"{experiment}/{name}"))
