@@ -54,10 +54,10 @@ def test_members_of_two_commits_and_none_are_counted(tmp_path):
       "recorded, 1 at bbbbbbbbbb")
 
 
-def test_records_without_a_commit_are_said_to_be_so(tmp_path):
-  assert code_versions.training_code_note(runs_with(tmp_path, [None] * 3)) == (
-      "training code: none of the 3 members' records names its commit (made before "
-      "records carried one)")
+def test_records_without_a_commit_are_counted_once_not_under_each_claim(tmp_path):
+  runs = runs_with(tmp_path, [None, code(A), None, (code(None), code(A))])
+  assert code_versions.training_code_note(runs[:1] + runs[2:3]) == ""
+  assert code_versions.without_commit([r.path for r in runs]) == 3
 
 
 def test_uncommitted_changes_are_not_known_to_be_the_same_code(tmp_path):

@@ -44,8 +44,7 @@ def training_code_note(runs: Sequence[Run]) -> str:
   if len(counts) == 1:
     (label,) = counts
     if label == NO_COMMIT:
-      return (f"training code: none of the {len(members)} members' records names its "
-              "commit (made before records carried one)")
+      return ""  # Said once for the whole report: :func:`without_commit`.
     if label.endswith("+changes"):
       return (f"training code: all {len(members)} members at {label[:SHORT]} with "
               "uncommitted changes in lnorm/, experiments/ or configs/: not known to be "
@@ -56,3 +55,9 @@ def training_code_note(runs: Sequence[Run]) -> str:
   resumed = f"; {mixed} resumed under other code" if mixed else ""
   return (f"training code differs between the {len(members)} members: "
           + ", ".join(parts) + resumed)
+
+
+def without_commit(paths: Sequence[str]) -> int:
+  """How many of the records at ``paths`` name no commit for some stretch of their
+  run: the report says it once, above the claims, rather than under each."""
+  return sum(NO_COMMIT in code_of(read_config(p)) for p in paths)

@@ -777,6 +777,14 @@ class Report:
       lines[0:0] = [f"{rejudged} claims are judged on records made under rule version 2, "
                     f"re-judged under version {rule.VERSION}, which was fixed after those "
                     "records were made and seen (docs/benchmark.md, \"Rule versions\").", ""]
+    judged = [path for paths in self.judged.values() for path in paths]
+    unnamed = code_versions.without_commit(judged)
+    if unnamed:
+      lines[0:0] = [f"{unnamed} of the {len(judged)} records judged name no commit of the "
+                    "code that trained them (made before records carried one): which "
+                    "training code made them is known only from git's history of "
+                    "`results/`. Under a claim, a line says where its members name "
+                    "different commits.", ""]
     for v in self.verdicts:
       c = v.claim
       compared = (f"{c.norm} against {c.against}" if c.field == "norm"
@@ -859,7 +867,9 @@ def _planned_cell(v: ClaimResult) -> str:
 
 def _judged_cell(v: ClaimResult) -> str:
   ev = v.evidence
-  return "—" if ev is None or not ev.seeds else str(ev.seeds)
+  if ev is None or not ev.seeds:
+    return "—"
+  return f"{ev.seeds} timing rounds" if v.claim.kind == "step_time" else str(ev.seeds)
 
 
 def _members_text(names: Sequence[str]) -> str:
