@@ -1,12 +1,15 @@
-"""Orbax checkpoints of the train state plus the host-side loop state."""
+"""Orbax checkpoints of the train state plus the host-side loop state; a damaged one
+is named and set aside, not a traceback."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
 import dataclasses
+import gc
 import os
 import shutil
+import sys
 from typing import Any, Iterator
 
 import jax
@@ -49,6 +52,32 @@ class Restored:
   state: Any
   host: dict[str, Any]
   step: int
+
+
+def _drop_failed_reads() -> None:
+  """orbax reads a checkpoint's arrays concurrently; when one fails, it raises that
+  error, closes its event loop and leaves the other reads behind. Python then prints
+  each as "Exception ignored", with its array's tensorstore spec or "Event loop is
+  closed": dozens of lines after the one warning that says what is damaged. From
+  the first failed restore on, this process drops those (and collects what is left
+  now); every other exception Python cannot raise is printed as before."""
+  previous = sys.unraisablehook
+  if not getattr(previous, "drops_failed_reads", False):
+    def hook(unraisable):
+      if not _left_by_orbax(unraisable):
+        previous(unraisable)
+    hook.drops_failed_reads = True
+    sys.unraisablehook = hook
+  gc.collect()
+
+
+def _left_by_orbax(unraisable) -> bool:
+  code = getattr(unraisable.object, "cr_code", None)
+  if code is not None and f"{os.sep}orbax{os.sep}" in code.co_filename:
+    return True  # A read of orbax's that failed too.
+  # A read that finished after orbax closed its loop: the result has nowhere to go.
+  return (isinstance(unraisable.exc_value, RuntimeError) and
+          str(unraisable.exc_value) == "Event loop is closed")
 
 
 def _reason(error: BaseException) -> str:
@@ -140,8 +169,11 @@ class Checkpointer:
     except Exception as e:  # pylint: disable=broad-except
       # orbax raises what its readers raise: ValueError (tensorstore's DATA_LOSS,
       # OUT_OF_RANGE, NOT_FOUND), json's JSONDecodeError, KeyError, FileNotFoundError.
-      raise DamagedCheckpointError(step, self.path(step), _reason(e)) from None
-    return Restored(restored["state"], restored["host"], int(step))
+      damaged = DamagedCheckpointError(step, self.path(step), _reason(e))
+    else:
+      return Restored(restored["state"], restored["host"], int(step))
+    _drop_failed_reads()
+    raise damaged
 
   def set_aside(self, step: int) -> str:
     """Moves a damaged checkpoint out of orbax's sight, to ``<step>.damaged`` beside
