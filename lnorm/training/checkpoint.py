@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import gc
 import os
 import shutil
 import sys
@@ -54,21 +53,23 @@ class Restored:
   step: int
 
 
-def _drop_failed_reads() -> None:
+def _unprinted_failed_reads() -> None:
   """orbax reads a checkpoint's arrays concurrently; when one fails, it raises that
-  error, closes its event loop and leaves the other reads behind. Python then prints
-  each as "Exception ignored", with its array's tensorstore spec or "Event loop is
-  closed": dozens of lines after the one warning that says what is damaged. From
-  the first failed restore on, this process drops those (and collects what is left
-  now); every other exception Python cannot raise is printed as before."""
+  error, closes its event loop and leaves the other reads behind. Python prints each
+  as "Exception ignored", with its array's tensorstore spec or "Event loop is
+  closed": dozens of lines beside the one warning that says what is damaged. From
+  the first restore on, this process leaves those unprinted; every other exception
+  Python cannot raise is printed as before."""
   previous = sys.unraisablehook
-  if not getattr(previous, "drops_failed_reads", False):
-    def hook(unraisable):
-      if not _left_by_orbax(unraisable):
-        previous(unraisable)
-    hook.drops_failed_reads = True
-    sys.unraisablehook = hook
-  gc.collect()
+  if getattr(previous, "drops_failed_reads", False):
+    return
+
+  def hook(unraisable):
+    if not _left_by_orbax(unraisable):
+      previous(unraisable)
+
+  hook.drops_failed_reads = True
+  sys.unraisablehook = hook
 
 
 def _left_by_orbax(unraisable) -> bool:
@@ -161,6 +162,7 @@ class Checkpointer:
     comes back sharded the same way. One that does not restore is a
     :class:`DamagedCheckpointError` that quotes orbax's reason."""
     step = self._manager.latest_step() if step is None else step
+    _unprinted_failed_reads()  # Before: a read left behind may fail at once.
     try:
       restored = self._manager.restore(step, args=ocp.args.Composite(
           state=ocp.args.StandardRestore(abstract_state), host=ocp.args.JsonRestore()))
@@ -169,11 +171,8 @@ class Checkpointer:
     except Exception as e:  # pylint: disable=broad-except
       # orbax raises what its readers raise: ValueError (tensorstore's DATA_LOSS,
       # OUT_OF_RANGE, NOT_FOUND), json's JSONDecodeError, KeyError, FileNotFoundError.
-      damaged = DamagedCheckpointError(step, self.path(step), _reason(e))
-    else:
-      return Restored(restored["state"], restored["host"], int(step))
-    _drop_failed_reads()
-    raise damaged
+      raise DamagedCheckpointError(step, self.path(step), _reason(e)) from None
+    return Restored(restored["state"], restored["host"], int(step))
 
   def set_aside(self, step: int) -> str:
     """Moves a damaged checkpoint out of orbax's sight, to ``<step>.damaged`` beside
@@ -184,7 +183,11 @@ class Checkpointer:
     while os.path.exists(target):  # Damaged before, at the same step.
       n += 1
       target = f"{source}{DAMAGED_SUFFIX}-{n}"
-    os.rename(source, target)
+    # The processes of a multi-host job share the folder: the first moves it, and
+    # none lists the steps again before it has.
+    if jax.process_index() == 0:
+      os.rename(source, target)
+    ocp.multihost.sync_global_processes(f"lnorm_set_aside_{step}")
     self._manager.reload()
     return target
 
