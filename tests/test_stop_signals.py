@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 
 import pytest
 
@@ -63,11 +64,13 @@ def test_a_signal_before_the_region_stops_it_before_it_begins():
 
 def _stops_inside(signals, trigger) -> tuple[bool, bool]:
   """Runs ``trigger`` in an interruptible region, then code that would run for
-  seconds: whether the interrupt stopped that code, and whether it was raised where
-  Python dropped it (``sys.unraisablehook``)."""
+  seconds: whether the interrupt stopped that code, and whether Python dropped it
+  where it was raised (it reaches ``sys.unraisablehook``)."""
   dropped, seen = [], []
   previous_hook = sys.unraisablehook
-  sys.unraisablehook = dropped.append
+  sys.unraisablehook = lambda unraisable: (
+      dropped.append(unraisable) if unraisable.exc_type is KeyboardInterrupt
+      else previous_hook(unraisable))
   try:
     with pytest.raises(Interrupted):
       with signals.interruptible("in the test."):
@@ -155,3 +158,24 @@ def test_a_second_sigterm_is_not_a_hard_stop():
     signal.raise_signal(signal.SIGTERM)  # A scheduler's repeat: the save goes on.
     signal.raise_signal(signal.SIGINT)  # After SIGTERMs: still the first Ctrl-C.
   assert signals.received == "SIGTERM"
+
+
+def test_a_signal_that_python_drops_anyway_is_raised_again():
+  # A weakref callback, run by the garbage collector: no frame says where it runs.
+  class Thing:
+    pass
+
+  def callback(ref):
+    del ref
+    signal.raise_signal(signal.SIGINT)
+
+  thing = Thing()
+  ref = weakref.ref(thing, callback)
+
+  def drop():
+    nonlocal thing
+    thing = None  # The callback runs here, and Python drops what it raises.
+
+  with StopSignals() as signals:
+    seen, dropped = _stops_inside(signals, drop)
+  assert ref() is None and seen and not dropped

@@ -14,7 +14,8 @@ Two exceptions to "only a flag":
   (loading and decoding the data, up to 30 s the first time; the imports before it),
   where a signal stops at once, as a ``KeyboardInterrupt``, raised only where that
   is safe (``_safe_to_raise``: not inside an import, for one), else tried again
-  10 ms later (a SIGALRM) until it is.
+  10 ms later (a SIGALRM) until it is; one that Python dropped all the same (a
+  weakref callback's) is tried again too.
 - A second Ctrl-C ends the process at once, without saving (a save that hangs, an
   impatient user): a checkpoint is written to a temporary folder and renamed when
   complete, so the rerun resumes from the last complete one.
@@ -27,6 +28,7 @@ Signals reach the main thread only: entered in another thread, it installs nothi
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import signal
@@ -118,6 +120,8 @@ class StopSignals:
     """A signal stops the code inside at once (see the module); ``what`` as for
     :meth:`check`, said whether it stopped inside or was asked before."""
     self.check(what)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(self._dropped, previous_hook)
     self._interruptible = True
     try:
       yield
@@ -126,4 +130,14 @@ class StopSignals:
         raise
     finally:
       self._interruptible = False
+      sys.unraisablehook = previous_hook
     self.check(what)
+
+  def _dropped(self, previous_hook, unraisable) -> None:
+    """Python could not raise an exception and dropped it (in a weakref callback, or
+    any other place ``_safe_to_raise`` does not know): when it was the interrupt, it
+    is tried again in a moment, unprinted."""
+    if unraisable.exc_type is KeyboardInterrupt and self._interruptible and self.received:
+      signal.setitimer(signal.ITIMER_REAL, _RETRY_SECS)
+    else:
+      previous_hook(unraisable)
