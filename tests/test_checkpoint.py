@@ -7,6 +7,7 @@ import sys
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from lnorm.errors import UserError
@@ -129,8 +130,8 @@ WIDE = {"w": jnp.zeros((3000,)), "v": jnp.zeros((2000,))}
 
 
 def _weights(step):
-  w, v = jnp.split(jax.random.normal(jax.random.key(step), (5000,)), [3000])
-  return {"w": w, "v": v}
+  w, v = np.split(np.random.default_rng(step).standard_normal(5000, np.float32), [3000])
+  return {"w": jnp.asarray(w), "v": jnp.asarray(v)}
 
 
 def _saved(workdir, steps=(3, 7)):
