@@ -17,7 +17,8 @@ import pytest
 from lnorm.data.core import Dataset
 from lnorm.errors import ConfigError, DivergenceError
 from lnorm.training import defaults
-from lnorm.training import assembly, checkpoint_policy, eval_schedule, loop, parallel, records, steps
+from lnorm.training import (assembly, checkpoint, checkpoint_policy, eval_schedule, loop,
+                            parallel, records, steps)
 from lnorm.training.metrics_writer import wandb_mode
 from lnorm.training.optim import clip_stages, make_optimizer
 
@@ -419,9 +420,12 @@ class _Checkpointer:
   def latest_step(self):
     return self._latest
 
-  def restore(self, abstract):
+  def steps(self):
+    return [] if self._latest is None else [self._latest]
+
+  def restore(self, abstract, step):
     del abstract
-    return types.SimpleNamespace(step=self._latest), self._saved
+    return checkpoint.Restored(types.SimpleNamespace(step=step), self._saved, step)
 
 
 def test_a_fresh_workdir_starts_at_step_zero_with_fresh_records(tmp_path, caplog):
@@ -447,6 +451,62 @@ def test_resuming_fills_bookkeeping_a_later_version_added():
   assert step == 17 and state.step == 17
   assert host["epoch_steps"] == 17
   assert host["compile_seconds"] == 0.0 and host["train_seconds"] == 0.0
+
+
+def _checkpoints(workdir, steps):
+  checkpointer = checkpoint.Checkpointer(str(workdir))
+  for step in steps:
+    checkpointer.save(step, {"w": jnp.full((2,), float(step))}, {"epoch_steps": step})
+  checkpointer.wait()
+  return checkpointer
+
+
+def _whole(*steps):
+  return "".join(f'{{"step": {s}}}\n' for s in steps)
+
+
+@pytest.mark.parametrize("text, line, start, deleted", [
+    # A point of step 30 is cut: resume before it, and delete the checkpoint at 40,
+    # whose resumption would never log step 30 again.
+    (_whole(10, 20) + '{"step": 30, "train/lo', 3, 20, [40]),
+    # The record the checkpoint at 40 was saved after (a finished run's last one).
+    (_whole(10, 20, 30) + '{"step": 40, "train/lo', 4, 20, [40]),
+    # Cut after the last checkpoint (a kill mid-write): the usual resumption.
+    (_whole(10, 20, 30, 40) + '{"step": 50, "train/lo', 5, 40, []),
+    # Its step cut too: it follows step 40, so the run resumes strictly before 40.
+    (_whole(10, 20, 30, 40) + '{"ste', 5, 20, [40]),
+    # No checkpoint precedes it: the run starts over.
+    (_whole(10) + '{"step": 15, "train/lo', 2, 0, [20, 40]),
+], ids=["between checkpoints", "at a checkpoint", "after the last", "step unknown",
+        "before the first"])
+def test_a_cut_line_is_logged_again_from_the_checkpoint_before_it(tmp_path, caplog, text,
+                                                                   line, start, deleted):
+  (tmp_path / "metrics.jsonl").write_text(text)
+  checkpointer = _checkpoints(tmp_path, (20, 40))
+  try:
+    with caplog.at_level("WARNING"):
+      state, host, step = checkpoint_policy.resume(checkpointer, {"w": jnp.zeros((2,))},
+                                                   str(tmp_path))
+    assert checkpointer.steps() == [s for s in (20, 40) if s not in deleted]
+  finally:
+    checkpointer.close()
+  assert step == start and host["epoch_steps"] == start
+  if start:
+    assert jax.device_get(state["w"]).tolist() == [float(start)] * 2
+  (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+  assert warning.startswith(f"Line {line} of {tmp_path / 'metrics.jsonl'} (")
+  resumes = (f"the checkpoint at step {start}" if start else
+             "the start, as no checkpoint precedes that step")
+  assert f"was cut short, by a kill or a full disk while it was written: the run resumes " \
+         f"from {resumes} and logs the steps after it again" in warning
+  if len(deleted) == 1:
+    assert warning.endswith(f"; the checkpoint at step {deleted[0]}, after it, is deleted "
+                            "(the run saves it again).")
+  elif deleted:
+    assert warning.endswith("; the checkpoints at steps 20, 40, after it, are deleted (the "
+                            "run saves them again).")
+  else:
+    assert warning.endswith("logs the steps after it again.")
 
 
 # --- evaluating splits --------------------------------------------------------------------

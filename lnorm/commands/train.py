@@ -18,7 +18,13 @@ differently (e.g. $LNORM_DATA_DIR set under data.source=auto), is refused. One
 process at a time: a second command on a workdir in use stops at once and names the
 process that holds it (a killed process holds nothing).
 
-Ctrl-C or SIGTERM saves a checkpoint and exits with code 130.
+Ctrl-C or SIGTERM saves a checkpoint and exits with code 130 (before training
+begins, it stops at once); a second Ctrl-C stops at once, without saving.
+
+A damaged workdir is repaired on the rerun: a checkpoint that does not restore is
+moved aside (<step>.damaged) and the run resumes from the newest intact one; a line
+of metrics.jsonl that a kill cut short is dropped and its step trained and logged
+again. Each repair is one warning line.
 
 The log is also appended to <workdir>/train.log ($LNORM_TRAIN_LOG=0: not).
 
@@ -56,28 +62,40 @@ def load(config_spec: str, overrides: dict[str, str]):
 
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
-  from lnorm.training import run_files  # pylint: disable=g-import-not-at-top
-  from lnorm.training import workdir_lock  # pylint: disable=g-import-not-at-top
-  from lnorm.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
-  from lnorm.training import parallel  # pylint: disable=g-import-not-at-top
-  from lnorm.training import assembly  # pylint: disable=g-import-not-at-top
-  config = load(args.config, overrides)
-  if args.dry_run:
-    from lnorm.training import dry_run  # pylint: disable=g-import-not-at-top
-    print("Dry run: nothing is trained or written.")
-    print(dry_run.plan(config, args.workdir).text(), end="")
-    return 0
-  # Before any other JAX call; the processes of one multi-host job share the workdir,
-  # and the first of them holds it for the job.
-  parallel.maybe_initialize_distributed()
-  # The run's one check, before the workdir is made or any data loads.
-  task = assembly.check(config)
+  # Before JAX is imported: from then on a Ctrl-C that Python raised as a
+  # KeyboardInterrupt could land in JAX's garbage-collection callback and be lost.
+  from lnorm.training.stop_signals import StopSignals  # pylint: disable=g-import-not-at-top
+  with StopSignals() as signals:
+    return _run(args, overrides, signals)
+
+
+def _run(args: argparse.Namespace, overrides: dict[str, str], signals) -> int:
+  # Nothing is written before the workdir is made: a signal stops the imports (seconds,
+  # for JAX), the config's check and a dry run at once.
+  with signals.interruptible("before training began; nothing was written. Rerun the "
+                             "same command to continue."):
+    from lnorm.training import run_files  # pylint: disable=g-import-not-at-top
+    from lnorm.training import workdir_lock  # pylint: disable=g-import-not-at-top
+    from lnorm.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
+    from lnorm.training import parallel  # pylint: disable=g-import-not-at-top
+    from lnorm.training import assembly  # pylint: disable=g-import-not-at-top
+    config = load(args.config, overrides)
+    if args.dry_run:
+      from lnorm.training import dry_run  # pylint: disable=g-import-not-at-top
+      print("Dry run: nothing is trained or written.")
+      print(dry_run.plan(config, args.workdir).text(), end="")
+      return 0
+    # Before any other JAX call; the processes of one multi-host job share the
+    # workdir, and the first of them holds it for the job.
+    parallel.maybe_initialize_distributed()
+    # The run's one check, before the workdir is made or any data loads.
+    task = assembly.check(config)
   workdir = workdir_lock.make_workdir(args.workdir)
   import jax  # pylint: disable=g-import-not-at-top
   # Held before anything in the workdir is read or written: a second job stops here.
   with (workdir_lock.hold(workdir, "lnorm train") if jax.process_index() == 0
         else contextlib.nullcontext()), run_files.log_file(workdir):
     # The run's log stays in its workdir, as a sweep member's does.
-    metrics = train_and_evaluate(config, args.workdir, task)
+    metrics = train_and_evaluate(config, args.workdir, task, signals)
   print(json.dumps({"workdir": args.workdir, "final": metrics}, indent=2, default=str))
   return 0

@@ -1,11 +1,14 @@
-"""Orbax checkpoints of the train state plus the host-side loop state."""
+"""Orbax checkpoints of the train state plus the host-side loop state; a damaged one
+is named and set aside, not a traceback."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import os
 import shutil
+import sys
 from typing import Any, Iterator
 
 import jax
@@ -27,6 +30,70 @@ class DiskFullError(UserError):
   """A checkpoint does not fit on the workdir's disk."""
 
 
+#: The suffix of a checkpoint folder set aside as damaged: orbax lists only folders
+#: named by a step (or ending in ``_<step>``), so it no longer sees it.
+DAMAGED_SUFFIX = ".damaged"
+#: How much of orbax's error a message quotes: its first line says what failed to read.
+_REASON_CHARS = 240
+
+
+class DamagedCheckpointError(UserError):
+  """A checkpoint that orbax cannot restore: a file truncated, missing or corrupt."""
+
+  def __init__(self, step: int, path: str, reason: str):
+    super().__init__(f"The checkpoint at step {step} ({path}) does not restore: {reason}.")
+    self.step, self.path, self.reason = step, path, reason
+
+
+@dataclasses.dataclass(frozen=True)
+class Restored:
+  """A restored checkpoint: the train state, the loop's host records, the step."""
+  state: Any
+  host: dict[str, Any]
+  step: int
+
+
+def _unprinted_failed_reads() -> None:
+  """orbax reads a checkpoint's arrays concurrently; when one fails, it raises that
+  error, closes its event loop and leaves the other reads behind. Python prints each
+  as "Exception ignored", with its array's tensorstore spec or "Event loop is
+  closed": dozens of lines beside the one warning that says what is damaged. From
+  the first restore on, this process leaves those unprinted; every other exception
+  Python cannot raise is printed as before."""
+  previous = sys.unraisablehook
+  if getattr(previous, "drops_failed_reads", False):
+    return
+
+  def hook(unraisable):
+    if not _left_by_orbax(unraisable):
+      previous(unraisable)
+
+  hook.drops_failed_reads = True
+  sys.unraisablehook = hook
+
+
+def _left_by_orbax(unraisable) -> bool:
+  code = getattr(unraisable.object, "cr_code", None)
+  if code is not None and f"{os.sep}orbax{os.sep}" in code.co_filename:
+    return True  # A read of orbax's that failed too.
+  # A read that finished after orbax closed its loop: the result has nowhere to go.
+  return (isinstance(unraisable.exc_value, RuntimeError) and
+          str(unraisable.exc_value) == "Event loop is closed")
+
+
+def _reason(error: BaseException) -> str:
+  """The first line of the error orbax's raise came from, which names the file and
+  what is wrong with it (orbax's own says which array, then prints its tensorstore
+  spec over dozens of lines)."""
+  while error.__cause__ is not None:
+    error = error.__cause__
+  lines = str(error).strip().splitlines()
+  reason = lines[0].strip() if lines else type(error).__name__
+  if len(reason) > _REASON_CHARS:
+    reason = reason[:_REASON_CHARS - 3] + "..."
+  return reason.rstrip(".")
+
+
 class Checkpointer:
   """Saves ``(state, host)`` under ``workdir/checkpoints``; restores the latest.
 
@@ -42,6 +109,13 @@ class Checkpointer:
 
   def latest_step(self) -> int | None:
     return self._manager.latest_step()
+
+  def steps(self) -> list[int]:
+    """The steps of the checkpoints orbax lists, oldest first."""
+    return sorted(self._manager.all_steps())
+
+  def path(self, step: int) -> str:
+    return os.path.join(self.directory, str(step))
 
   def save(self, step: int, state: Any, host: dict[str, Any]) -> None:
     self.check_room(state)
@@ -82,14 +156,46 @@ class Checkpointer:
       raise DiskFullError(self._disk_full_message("the disk filled while it was "
                                                   "written")) from None
 
-  def restore(self, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
-    """Restores the latest checkpoint into the shapes and shardings of
-    ``abstract_state`` (from ``jax.eval_shape``), so a sharded state comes back
-    sharded the same way."""
-    step = self._manager.latest_step()
-    restored = self._manager.restore(step, args=ocp.args.Composite(
-        state=ocp.args.StandardRestore(abstract_state), host=ocp.args.JsonRestore()))
-    return restored["state"], restored["host"]
+  def restore(self, abstract_state: Any, step: int | None = None) -> Restored:
+    """Restores the checkpoint of ``step`` (default: the latest) into the shapes and
+    shardings of ``abstract_state`` (from ``jax.eval_shape``), so a sharded state
+    comes back sharded the same way. One that does not restore is a
+    :class:`DamagedCheckpointError` that quotes orbax's reason."""
+    step = self._manager.latest_step() if step is None else step
+    _unprinted_failed_reads()  # Before: a read left behind may fail at once.
+    try:
+      restored = self._manager.restore(step, args=ocp.args.Composite(
+          state=ocp.args.StandardRestore(abstract_state), host=ocp.args.JsonRestore()))
+    except MemoryError:  # The machine's shortage, not the checkpoint's fault.
+      raise
+    except Exception as e:  # pylint: disable=broad-except
+      # orbax raises what its readers raise: ValueError (tensorstore's DATA_LOSS,
+      # OUT_OF_RANGE, NOT_FOUND), json's JSONDecodeError, KeyError, FileNotFoundError.
+      raise DamagedCheckpointError(step, self.path(step), _reason(e)) from None
+    return Restored(restored["state"], restored["host"], int(step))
+
+  def set_aside(self, step: int) -> str:
+    """Moves a damaged checkpoint out of orbax's sight, to ``<step>.damaged`` beside
+    the others (kept, for a look, never deleted), so that the run can save that step
+    again; returns where it went."""
+    source = self.path(step)
+    target, n = source + DAMAGED_SUFFIX, 1
+    while os.path.exists(target):  # Damaged before, at the same step.
+      n += 1
+      target = f"{source}{DAMAGED_SUFFIX}-{n}"
+    # The processes of a multi-host job share the folder: the first moves it, and
+    # none lists the steps again before it has.
+    if jax.process_index() == 0:
+      os.rename(source, target)
+    ocp.multihost.sync_global_processes(f"lnorm_set_aside_{step}")
+    self._manager.reload()
+    return target
+
+  def discard(self, step: int) -> None:
+    """Deletes an intact checkpoint that the run makes again (see
+    ``checkpoint_policy.resume``)."""
+    self._manager.delete(step)
+    self._manager.reload()
 
   def wait(self) -> None:
     with self._disk_full_as_user_error():
@@ -117,10 +223,13 @@ def restore_latest(workdir: str, abstract_state: Any,
   no checkpoint is a ``UserError`` that says ``fix``."""
   checkpointer = Checkpointer(workdir)
   try:
-    step = checkpointer.latest_step()
-    if step is None:
+    if checkpointer.latest_step() is None:
       raise UserError(f"{workdir} holds no checkpoint: {fix}.")
-    state, _ = checkpointer.restore(abstract_state)
+    restored = checkpointer.restore(abstract_state)
+  except DamagedCheckpointError as e:
+    raise UserError(f"{e} Rerun the `lnorm train` command of {workdir}: it sets the "
+                    "damaged checkpoint aside and trains on from the newest intact "
+                    "one.") from None
   finally:
     checkpointer.close()
-  return state, int(step)
+  return restored.state, restored.step

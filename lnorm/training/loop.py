@@ -8,8 +8,9 @@ record (``records``, written to ``metrics.jsonl`` and wandb). The jitted steps l
 
 Pure, jitted steps over a TrainState carrying ``batch_stats``; the batch sharded over
 all devices; several steps fused into one call when asked; checkpoints at epoch ends,
-every few minutes and on SIGTERM; and exact resumption, because the data order and
-the step RNG depend only on (seed, epoch, step).
+every few minutes and on SIGTERM or Ctrl-C (``stop_signals``: checked between the
+phases of the set-up and after every train call); and exact resumption, because the
+data order and the step RNG depend only on (seed, epoch, step).
 
 What ``metrics.jsonl`` holds (every point has ``step`` and ``time/train_seconds``, the
 wall time spent in training calls since the run began, compilation, evaluation and
@@ -60,7 +61,6 @@ import functools
 import json
 import logging
 import os
-import signal
 import time
 from typing import Any, Iterator
 
@@ -86,29 +86,40 @@ from lnorm.training.checkpoint_policy import CheckpointTimer, resume
 from lnorm.training.eval_schedule import EvalSchedule, crossed_multiple, misalignment
 from lnorm.training.metrics_writer import MetricWriter
 from lnorm.training.selected_model import SelectedModel
+from lnorm.training.stop_signals import StopSignals
 from lnorm.training.steps import (SplitEvaluator, TrainState, make_eval_step,
                                   make_train_chunk, make_train_step)
 from lnorm.training.task import Task
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
-                       task: Task | None = None) -> dict[str, float]:
+                       task: Task | None = None,
+                       signals: StopSignals | None = None) -> dict[str, float]:
   """Trains and evaluates one config into ``workdir``; resumes if it holds a checkpoint.
 
   ``task``: what ``assembly.check(config)`` returned, when the caller (``lnorm train``)
-  checked the config already; else it is checked here, the same way.
+  checked the config already; else it is checked here, the same way. ``signals``:
+  the caller's, entered before it imported JAX (``lnorm train``); else SIGINT and
+  SIGTERM are caught from here on.
   Returns the final epoch's logged metrics.
   """
-  run = set_up(config, os.path.abspath(workdir), task)
-  state = run.initial_state()
-  checkpointer = Checkpointer(run.workdir)
-  state, host, start_step = resume(checkpointer, state, run.workdir)
-  checkpointer.check_room(state)  # Before an epoch is trained that could not be saved.
-  writer = _open_records(run, state, start_step)
-  training = _Training(run, checkpointer, writer, host)
-  try:
+  if signals is None:
+    with StopSignals() as signals:
+      return train_and_evaluate(config, workdir, task, signals)
+  run = set_up(config, os.path.abspath(workdir), task, signals)
+  with contextlib.ExitStack() as cleanup:
+    checkpointer = Checkpointer(run.workdir)
+    cleanup.callback(checkpointer.close)
+    _stop_before_training(signals, checkpointer)
+    state = run.initial_state()
+    state, host, start_step = resume(checkpointer, state, run.workdir)
+    checkpointer.check_room(state)  # Before an epoch is trained that could not be saved.
+    writer = _open_records(run, state, start_step)
+    cleanup.callback(writer.close)
+    training = _Training(run, checkpointer, writer, host)
+    _stop_before_training(signals, checkpointer)
     step, last_metrics = start_step, {}
-    with _SignalGuard() as signals, training.progress(start_step):
+    with training.progress(start_step):
       while step < run.total_steps:
         state, step = training.train_epoch(state, step, signals)
         state, last_metrics = training.end_epoch(state, step, signals)
@@ -116,9 +127,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
       last_metrics = records.last_epoch_record(run.workdir)
     writer.summary({f"final/{k}": v for k, v in last_metrics.items()})
     return last_metrics
-  finally:
-    checkpointer.close()
-    writer.close()
 
 
 # --- set up ---------------------------------------------------------------------------
@@ -140,10 +148,11 @@ class Run:
     return getattr(self.assembled, name)
 
 
-def set_up(config: ml_collections.ConfigDict, workdir: str,
-           task: Task | None = None) -> Run:
+def set_up(config: ml_collections.ConfigDict, workdir: str, task: Task | None = None,
+           signals: StopSignals | None = None) -> Run:
   """Checks the config (unless ``task``, ``assembly.check``'s result, says it was) and
-  the workdir, loads the data and builds the model."""
+  the workdir, loads the data and builds the model; ``signals`` stop the loading at
+  once (``StopSignals.interruptible``)."""
   parallel.maybe_initialize_distributed()
   compilation_cache.enable()
   if config.matmul_precision != "default":
@@ -151,7 +160,10 @@ def set_up(config: ml_collections.ConfigDict, workdir: str,
   task = task or assembly.check(config)
   os.makedirs(workdir, exist_ok=True)
   workdir_lib.check_workdir(workdir, config)
-  assembled = assembly.assemble(config, task=task)
+  with (signals.interruptible("while the data loaded, before training began. Rerun the "
+                              "same command to continue.")
+        if signals else contextlib.nullcontext()):
+    assembled = assembly.assemble(config, task=task)
   data_record = workdir_lib.data_record(assembled.dataset)
   workdir_lib.check_data(workdir, data_record)
   total_steps, steps_per_epoch = assembled.total_steps, assembled.steps_per_epoch
@@ -190,29 +202,13 @@ def _open_records(run: Run, state: TrainState, start_step: int) -> MetricWriter:
   return writer
 
 
-class _SignalGuard:
-  """Turns SIGTERM/SIGINT into a flag the loop checks between calls."""
-
-  def __init__(self):
-    self.received = None
-    self._previous = {}
-
-  def __enter__(self):
-    for sig in (signal.SIGTERM, signal.SIGINT):
-      try:
-        self._previous[sig] = signal.signal(sig, self._handle)
-      except ValueError:  # Not the main thread: leave signals alone.
-        pass
-    return self
-
-  def _handle(self, signum, frame):
-    del frame
-    self.received = signal.Signals(signum).name
-
-  def __exit__(self, *args):
-    for sig, handler in self._previous.items():
-      signal.signal(sig, handler)
-    return False
+def _stop_before_training(signals: StopSignals, checkpointer: Checkpointer) -> None:
+  """Stops between two phases of the set-up when a signal came during one: the
+  model's initialization (its compilation) and a restore cannot be cut short."""
+  latest = checkpointer.latest_step()
+  signals.check("before training began, with nothing new to save. Rerun the same "
+                "command to " + ("start the run." if latest is None else
+                                 f"resume from the checkpoint at step {latest}."))
 
 
 # --- train, evaluate, record ----------------------------------------------------------

@@ -3,18 +3,26 @@
 ``metrics.jsonl`` is the source of truth that plots, reports and tests read; wandb
 gets the same scalars. The wandb run id is stored in the workdir, so a resumed run
 continues the same wandb run.
+
+A resumed run keeps the points up to the step it resumes from and logs the rest
+again, so that every point is in the file once (the readers would keep both of a
+point logged twice). A line a kill cut short is found by :func:`find_cut_line`, and
+the run resumes before its step (``checkpoint_policy.resume``), so that its point is
+logged again too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import json
 import logging
 import math
 import os
+import re
 import uuid
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import jax
 import numpy as np
@@ -27,6 +35,60 @@ from lnorm.training.run_files import METRICS_FILE, read_jsonl
 def read_metrics(workdir: str) -> list[dict[str, Any]]:
   """The run's records. A line a kill cut short is skipped, so that the run resumes."""
   return read_jsonl(os.path.join(workdir, METRICS_FILE))
+
+
+#: How every line begins (``MetricWriter.write`` puts the step first): the step of a
+#: line cut short after it can still be read; one cut inside it (``{"step": 3`` of
+#: 30) cannot.
+_STEP_PREFIX = re.compile(r'\{"step": (\d+)[,}]')
+
+
+@dataclasses.dataclass(frozen=True)
+class CutLine:
+  """The first line of a ``metrics.jsonl`` that is not a whole record.
+
+  ``step``: the run must resume before it to log that line's point again: the step
+  the line begins with, or when even that was cut, the step of the line before it
+  (the points are in the order of their steps).
+  """
+  path: str
+  number: int
+  step: int
+  step_known: bool
+
+  def __str__(self) -> str:
+    which = (f"a point of step {self.step}" if self.step_known
+             else f"the point after one of step {self.step}")
+    return f"Line {self.number} of {self.path} ({which})"
+
+
+def _lines(path: str) -> Iterator[tuple[int, str, dict[str, Any] | None]]:
+  """``(number, line, record)`` of each line that is not blank; ``record`` is None
+  for one that is not a whole JSON object."""
+  with open(path, encoding="utf-8", errors="replace") as f:
+    for number, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:
+        record = None
+      yield number, line, record if isinstance(record, dict) else None
+
+
+def find_cut_line(workdir: str) -> CutLine | None:
+  """The first line of ``workdir``'s metrics that is not a whole record, or None."""
+  path = os.path.join(workdir, METRICS_FILE)
+  if not os.path.exists(path):
+    return None
+  last_step = 0
+  for number, line, record in _lines(path):
+    if record is None:
+      match = _STEP_PREFIX.match(line)
+      return CutLine(path, number, int(match.group(1)) if match else last_step,
+                     step_known=bool(match))
+    last_step = record.get("step", last_step)
+  return None
 
 
 def _plain(value: Any) -> Any:
@@ -183,10 +245,12 @@ class MetricWriter:
     self._run = start_wandb(workdir, config, wandb_config)
 
   def _truncate_after(self, step: int) -> None:
-    """Drops points logged after the checkpoint we resume from: they are re-made."""
-    records = read_metrics(self.workdir)
-    kept = [r for r in records if r.get("step", 0) <= step] if step else []
-    with open(os.path.join(self.workdir, METRICS_FILE), "w") as f:
+    """Drops the points logged after the checkpoint we resume from, and lines cut
+    short: the run makes them again (see the module)."""
+    path = os.path.join(self.workdir, METRICS_FILE)
+    kept = [r for _, _, r in (_lines(path) if step and os.path.exists(path) else ())
+            if r is not None and r.get("step", 0) <= step]
+    with open(path, "w") as f:
       for r in kept:
         f.write(json.dumps(r) + "\n")
 
