@@ -152,8 +152,8 @@ def _fake_train(calls):
   validation error falling to 0.1, an epoch of 21 updates; 1 s of training per
   evaluation, times the seed + 1, doubled for ln) and counts the call."""
 
-  def run_member(config_spec, member, extra, sweep_name, stream):
-    del sweep_name, stream
+  def run_member(config_spec, member, extra, sweep_name, stream, signals):
+    del sweep_name, stream, signals
     calls.append(f"{os.path.basename(os.path.dirname(member.workdir))},{member.name}")
     config = runner.member_config(config_spec, member, extra)
     os.makedirs(member.workdir, exist_ok=True)
@@ -538,9 +538,9 @@ def test_parallel_runs_a_groups_seeds_together(tmp_path, monkeypatch):
   calls, streamed = [], []
   fake = _fake_train(calls)
 
-  def run_member(config_spec, member, extra, sweep_name, stream):
+  def run_member(config_spec, member, extra, sweep_name, stream, signals):
     streamed.append(stream)
-    return fake(config_spec, member, extra, sweep_name, stream)
+    return fake(config_spec, member, extra, sweep_name, stream, signals)
 
   monkeypatch.setattr(runner, "_run_member", run_member)
   (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"))

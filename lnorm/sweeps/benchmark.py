@@ -51,7 +51,6 @@ from lnorm.analysis import runs as runs_lib
 from lnorm.analysis import timing
 from lnorm.errors import ConfigError, UserError
 from lnorm.sweeps import benchmark_suite as suite
-from lnorm.sweeps import preemption
 from lnorm.sweeps import runner
 from lnorm.sweeps.space import SweepSpace
 from lnorm.training import defaults
@@ -582,9 +581,11 @@ def unfinished(plan: Plan, records: str) -> list[suite.Member]:
           and not is_over(runner_members[m.name].workdir, configs[m.name])]
 
 
-def run(plan: Plan, records: str, parallel: int = 1) -> list[str]:
+def run(plan: Plan, records: str, parallel: int = 1,
+        signals: runner.StopSignals | None = None) -> list[str]:
   """Runs (or resumes) one experiment's members and saves the finished ones' records;
-  returns the members that failed.
+  returns the members that failed. ``signals``: the command's (``runner.stop_signals``),
+  which its sweeps share.
 
   Members with records are restored into their workdirs first, so the runner skips
   them; the records are saved even when the sweep is interrupted (on SIGTERM without
@@ -604,20 +605,21 @@ def run(plan: Plan, records: str, parallel: int = 1) -> list[str]:
   batches = ([[m] for m in todo] if parallel <= 1 else
              [[m for m in todo if m.group == g] for g in plan.groups()])
   failed = []
+  signals = signals or runner.stop_signals()
   try:
     for members in filter(None, batches):
       group = members[0].group
       summary = runner.run_sweep(plan.setting.config, seed_space(members),
                                  plan.group_workdir(group), plan.group_overrides(members[0]),
                                  parallel=parallel, figures=False,
-                                 name=plan.sweep_name(group))
+                                 name=plan.sweep_name(group), signals=signals)
       # A member that stopped as not finite is recorded as such: not a failure to retry.
       over = {runner_members[m.name].name for m in members
               if is_over(runner_members[m.name].workdir, configs[m.name])}
       failed += [f"{group},{name}" for name in summary.failed if name not in over]
       collect(plan, records)  # As members finish, so a sitting keeps its records.
   finally:
-    collect(plan, records, search=not preemption.stopping())
+    collect(plan, records, search=not signals.received)
   return failed
 
 
