@@ -33,7 +33,6 @@ The training loss is the contrastive hinge summed over the batch's pairs
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import jax
@@ -140,7 +139,7 @@ class Task(BaseTask):
   def embed_split(self, run, variables, split: str) -> tuple[np.ndarray, np.ndarray]:
     """``(images [N, E], captions [N * K, E])`` of ``run``'s split, on the host."""
     arrays = run.dataset.splits[split]
-    embed = embedder(run.model, run.mesh)
+    embed = run.compiled("embedder", lambda: embedder(run.model, run.mesh))
     images, captions = [], []
     for batch in batching.eval_batches(arrays, self.config.eval_batch_size,
                                        run.mesh.size):
@@ -190,11 +189,10 @@ class Task(BaseTask):
     return out
 
 
-@functools.lru_cache(maxsize=2)
 def embedder(model: OrderEmbedding, mesh):
   """``model``'s evaluation-mode embedding, jitted with its outputs replicated over
-  ``mesh``. Cached by exactly those two (flax hashes the model, JAX the mesh), so that
-  the validations of a run, every few hundred updates, compile it once."""
+  ``mesh``: compiled once per run (``run.compiled``), whose validations come every
+  few hundred updates."""
 
   def embed(variables, captions, lengths, images):
     return model.apply(variables, captions, lengths, images, train=False)

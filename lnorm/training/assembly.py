@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import flax.linen as nn
 import ml_collections
@@ -58,6 +58,16 @@ class AssembledRun:
   buckets: batching.LengthBuckets | None
   steps_per_epoch: int
   total_steps: int
+  #: What a task's hooks compile once per run (a sampler, an embedder), by key: the
+  #: run owns them, so that they go with it and another run compiles its own.
+  _compiled: dict[Any, Any] = dataclasses.field(default_factory=dict, init=False,
+                                                repr=False, compare=False)
+
+  def compiled(self, key: Any, build: Callable[[], Any]) -> Any:
+    """``build()``'s result, built at the first call with ``key`` in this run."""
+    if key not in self._compiled:
+      self._compiled[key] = build()
+    return self._compiled[key]
 
   @property
   def num_epochs(self) -> int:

@@ -158,6 +158,8 @@ def set_up(config: ml_collections.ConfigDict, workdir: str, task: Task | None = 
   if config.matmul_precision != "default":
     jax.config.update("jax_default_matmul_precision", config.matmul_precision)
   task = task or assembly.check(config)
+  for warning in task.run_warnings():
+    logging.warning(warning)
   os.makedirs(workdir, exist_ok=True)
   workdir_lib.check_workdir(workdir, config)
   with (signals.interruptible("while the data loaded, before training began. Rerun the "

@@ -90,6 +90,12 @@ class Task:
     raise ConfigError(f"loss_reduction={reduction!r}; valid choices: "
                       f"{', '.join(LOSS_REDUCTIONS)}.")
 
+  def run_warnings(self) -> tuple[str, ...]:
+    """What a run of this config is told before it spends its compute (a setting the
+    project found never learns), logged once when the run is set up
+    (``lnorm.training.loop.set_up``), however often the config is checked."""
+    return ()
+
   def load_data(self) -> Dataset:
     """The config's data; the task keeps no reference to it (the run holds it)."""
     from lnorm import data  # pylint: disable=g-import-not-at-top
