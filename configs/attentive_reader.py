@@ -107,7 +107,7 @@ def get_config(arg=None):
   c.optimizer.learning_rate = 8e-5  # The authors' code.
   c.optimizer.clip_global_norm = 10.0
   # As the authors' code computes it: no clipping under a norm of 100, then 10*sqrt(n)
-  # (lnorm.training.optim.clip_like_attentive_reader_code); "standard" clips at 10.
+  # (experiments/attentive_reader/clip.py); "standard" clips at 10.
   # With LN's gain at 1.0 the first gradients on long passages reach 1e16 or more
   # (scripts/gradient_norm_by_length.py); this rule passes them to Adam at
   # 10 sqrt(norm), about 1e9, and Adam's second moments (beta2 0.999) take tens of

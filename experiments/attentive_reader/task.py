@@ -27,6 +27,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import optax
 
+from experiments.attentive_reader import clip
 from experiments.attentive_reader import initialisation
 from experiments.attentive_reader import model as model_lib
 from experiments.attentive_reader.model import (
@@ -68,6 +69,7 @@ class Task(BaseTask):
 
   norms = tuple(VARIANTS)
   rng_streams = ("dropout", "entities")
+  clip_rules = clip.CLIP_RULES
   length_feature = ("passage", "passage_length")
 
   def __init__(self, config):

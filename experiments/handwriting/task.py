@@ -30,8 +30,8 @@ from lnorm.errors import UserError
 from lnorm.evaluation import trivial
 from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_lstm_cell
-from lnorm.training import assembly
 from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
+from lnorm.training.train_state import TrainStateInitializer
 
 DATA_RECORD = "handwriting_data.json"
 
@@ -161,4 +161,4 @@ def restore_params(config, task: Task, model: HandwritingSynthesis, workdir: str
   n = config.batch_size
   examples = {"strokes": np.zeros((n, 2, 3), np.float32), "length": np.ones(n, np.int32),
               "text": np.zeros((n, 1), np.int32), "text_length": np.ones(n, np.int32)}
-  return assembly.restore_trained(config, task, model, examples, workdir)[0].params
+  return TrainStateInitializer(config, task, model).from_checkpoint(workdir, examples)[0].params

@@ -51,6 +51,7 @@ from lnorm.training import parallel
 from lnorm.training.best_model import BestModel
 from lnorm.training.defaults import KEPT_STEP
 from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
+from lnorm.training.train_state import TrainStateInitializer
 
 
 class Task(BaseTask):
@@ -183,9 +184,10 @@ class Task(BaseTask):
     del writer
     out, best = self._validate_and_select(run, state, workdir, step)
     if step >= run.total_steps and "test" in run.dataset.splits:
-      selected = best.restore({"params": state.params})
-      out.update({f"test/{k}": v
-                  for k, v in self.retrieval_scores(run, selected, "test").items()})
+      # The store keeps the parameters alone (the model has no batch statistics).
+      selected = TrainStateInitializer.from_kept(state, best, ("params",))
+      out.update({f"test/{k}": v for k, v in self.retrieval_scores(
+          run, {"params": selected.params}, "test").items()})
     return out
 
 

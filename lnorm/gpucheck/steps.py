@@ -115,12 +115,12 @@ def measure(experiment: str, norm: str, *, toy: bool, lock: str | None = None) -
   """Compiles and times one experiment's train call at one normalizer (the worker)."""
   # pylint: disable=g-import-not-at-top  (the models and data: the worker's only)
   from lnorm.rnn import normalizer_record
-  from lnorm.training import lowering, parallel
-  from lnorm.training.steps import init_train_state, make_train_chunk, make_train_step
+  from lnorm.training import lowering, process
+  from lnorm.training.steps import make_train_chunk, make_train_step
+  from lnorm.training.train_state import TrainStateInitializer
 
   config = config_lib.load_config(config_spec(experiment, norm, toy))
-  if config.matmul_precision != "default":  # As lnorm train does.
-    jax.config.update("jax_default_matmul_precision", config.matmul_precision)
+  process.set_up(config)  # As lnorm train does.
   task, dataset, model = lowering.synthetic_model(config, timing_data_config(config))
   split = dataset.splits[task.train_split()]
 
@@ -131,7 +131,7 @@ def measure(experiment: str, norm: str, *, toy: bool, lock: str | None = None) -
   first = {name: values[rows[0]] for name, values in split.items()}
   flops = task.train_step_flops(dataset, first)
   # The timed rows, not the split: a synthetic split may hold fewer rows than a batch.
-  state = init_train_state(config, task, model, first, parallel.make_mesh())
+  state = TrainStateInitializer(config, task, model).from_scratch(first)
   parameters = int(sum(x.size for x in jax.tree.leaves(state.params)))
   rng = jax.random.key(config.seed)
 

@@ -15,6 +15,7 @@ read a model or a dataset another run left behind.
 from __future__ import annotations
 
 import importlib
+import types
 from typing import TYPE_CHECKING, Any, Mapping
 
 import flax.linen as nn
@@ -27,6 +28,7 @@ from lnorm.errors import ConfigError, UserError
 from lnorm.normalization import NORMS, check_norm_choice
 from lnorm.training import defaults
 from lnorm.training import experiments
+from lnorm.training import optim
 
 if TYPE_CHECKING:  # assembly imports this module.
   from lnorm.training.assembly import AssembledRun
@@ -61,6 +63,9 @@ class Task:
   #: the others accept only the mean, so that asking them for a sum is an error rather
   #: than a silent no-op.
   loss_reductions: tuple[str, ...] = ("mean",)
+  #: Global clip rules of the experiment's own, by ``optimizer.clip_global_norm_rule``
+  #: (the attentive reader's code's), beside the harness's ``optim.GLOBAL_CLIP_RULES``.
+  clip_rules: Mapping[str, optim.ClipRule] = types.MappingProxyType({})
 
   def __init__(self, config: ml_collections.ConfigDict):
     self.config = config
