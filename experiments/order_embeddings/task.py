@@ -40,8 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.order_embeddings import model as model_lib
+from experiments.order_embeddings import retrieval
 from experiments.order_embeddings.model import OrderEmbedding, contrastive_loss
-from lnorm.evaluation import retrieval
 from lnorm.evaluation import trivial
 from lnorm.data import batching
 from lnorm.errors import ConfigError
