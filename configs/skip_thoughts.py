@@ -101,7 +101,7 @@ def get_config(arg=None):
     c.num_epochs = 2  # Passes over the 28.6k training triples of the Gutenberg corpus.
     c.eval_every_steps = 100
     c.steps_per_call = 10
-    # The six tasks take about 2 minutes on one core (lnorm.evaluation.linear_models fits every
+    # The six tasks take about 2 minutes on one core (experiments.skip_thoughts.linear_models fits every
     # fold and C at once): three points per run for Figure 3's curves (ln-fig3).
     c.periodic_eval_every_steps = 300
 

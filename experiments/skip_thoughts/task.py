@@ -118,7 +118,7 @@ class Task(BaseTask):
     evaluated every 50k): the training encoder on ``config.sentence_eval.tasks``, as
     ``eval/<task>_<metric>``, the keys ``lnorm evaluate`` writes."""
     del workdir, step
-    from lnorm.evaluation import sentence_eval  # pylint: disable=g-import-not-at-top  (scikit-learn)
+    sentence_eval = self.sentence_evaluation()
     c = self.config
     vocab = text.Vocabulary(list(run.dataset.info["vocabulary"]))
     encode = params_encoder(run.model, jax.device_get(state.params), vocab, "trained")
@@ -128,6 +128,11 @@ class Task(BaseTask):
         folds=c.sentence_eval.folds, inner_folds=c.sentence_eval.inner_folds,
         log=logging.info)
     return {f"eval/{k}": v for k, v in scores.items()}
+
+  def sentence_evaluation(self):
+    # Imported when asked for: it needs scikit-learn, which training does not.
+    from experiments.skip_thoughts import sentence_eval  # pylint: disable=g-import-not-at-top
+    return sentence_eval
 
   def end_of_epoch(self, run, state, workdir, step, writer):
     del state, step, writer

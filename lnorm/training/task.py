@@ -153,8 +153,17 @@ class Task:
     """``lnorm evaluate``: ``(encode, step)``, the run's sentence encoder and its
     checkpoint's step (skip-thoughts)."""
     del workdir, kind
-    raise UserError(f"Experiment {self.config.experiment!r} has no sentence encoder to "
-                    "evaluate: lnorm evaluate scores sentence-vector models (skip_thoughts).")
+    raise self._no_sentence_encoder()
+
+  def sentence_evaluation(self) -> Any:
+    """``lnorm evaluate``: the experiment's evaluations of sentence vectors, a module
+    with ``task_names``, ``protocol`` and ``evaluate_encoder`` (skip-thoughts')."""
+    raise self._no_sentence_encoder()
+
+  def _no_sentence_encoder(self) -> UserError:
+    return UserError(f"Experiment {self.config.experiment!r} has no sentence encoder to "
+                     "evaluate: lnorm evaluate scores sentence-vector models "
+                     "(skip_thoughts).")
 
   def train_split(self) -> str:
     return "train"
