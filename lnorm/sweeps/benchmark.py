@@ -170,7 +170,8 @@ class Plan:
 
   def member_of(self, config: Mapping[str, Any]) -> suite.Member | None:
     """The member a record's flat ``config`` is of; None when no variant matches."""
-    index = suite.variant_index(config, self.setting.variants)
+    index = suite.variant_index(config, self.setting.variants,
+                                self.experiment.variant_keys)
     if index is None:
       return None
     return suite.Member(self.experiment.name, self.setting.variants[index],
@@ -892,7 +893,7 @@ def under_rule(runs: Sequence[runs_lib.Run], experiment: suite.Experiment,
   for r in runs:
     if r.config.get("experiment") != experiment.name:
       continue
-    index = suite.variant_index(r.config, variants)
+    index = suite.variant_index(r.config, variants, experiment.variant_keys)
     variant = None if index is None else variants[index]
     if variant is None or (suite.current_hash(str(r.config.get("benchmark_hash", "")))
                            != suite.member_hash(experiment, scale, variant)):
@@ -1080,7 +1081,7 @@ def _timings(plan: Plan, records: str) -> list[dict[str, Any]]:
   variants = plan.setting.variants
   out = []
   for t in timing.load(os.path.join(records, plan.experiment.name)):
-    index = suite.variant_index(t["config"], variants)
+    index = suite.variant_index(t["config"], variants, plan.experiment.variant_keys)
     if index is None:
       drift = ["its config is none of the setting's variants"]
     else:
@@ -1114,14 +1115,15 @@ def _headline(plan: Plan, runs: Sequence[runs_lib.Run]) -> list[claims.Row]:
   finished = claims.finished_runs(runs, plan.experiment.name)
   rows = []
   variants = plan.setting.variants
-  by_variant = [[r for r in finished if suite.variant_index(r.config, variants) == i]
+  keys = plan.experiment.variant_keys
+  by_variant = [[r for r in finished if suite.variant_index(r.config, variants, keys) == i]
                 for i in range(len(variants))]
   reference = plan.experiment.reference
   # A variant that runs some normalizers only (the reader's LN at gain 0.1) is
   # compared with the default variant's baseline, as its claims are.
   default = next((i for i, v in enumerate(variants) if not v), None)
   for variant, here in zip(variants, by_variant):
-    where = {k: v for k, v in variant.items() if k in suite.VARIANT_NAME_KEYS}
+    where = plan.experiment.variant_name(variant)
     if not here:
       continue
     order = [reference] + [n for n in plan.experiment.norms if n != reference]

@@ -35,8 +35,8 @@ if TYPE_CHECKING:  # assembly imports this module.
 
 Batch = Mapping[str, jax.Array]
 
-#: experiment name -> module defining ``Task``: the registry, kept where the analysis
-#: may read it too (lnorm.training.experiments).
+#: experiment name -> its package (``task`` defines its ``Task``): the registry, kept
+#: where the analysis may read it too (lnorm.training.experiments).
 EXPERIMENTS = experiments.EXPERIMENTS
 
 
@@ -203,12 +203,18 @@ def load_task(config: ml_collections.ConfigDict) -> Task:
   if name not in EXPERIMENTS:
     raise ConfigError(f"Unknown experiment {name!r}. Valid choices: "
                       f"{', '.join(sorted(EXPERIMENTS))}.")
+  return task_class(name)(config)
+
+
+def task_class(name: str) -> type[Task]:
+  """The ``Task`` of the registered experiment ``name``, imported through the registry."""
+  path = experiments.module(name, "task")
   try:
-    module = importlib.import_module(EXPERIMENTS[name])
+    module = importlib.import_module(path)
   except ModuleNotFoundError as e:
-    raise ConfigError(f"Experiment {name!r} is registered but its module "
-                      f"{EXPERIMENTS[name]} cannot be imported ({e}).") from e
-  return module.Task(config)
+    raise ConfigError(f"Experiment {name!r} is registered but its module {path} cannot "
+                      f"be imported ({e}).") from e
+  return module.Task
 
 
 def check_config(config: ml_collections.ConfigDict) -> Task:
