@@ -18,9 +18,10 @@ Writes ``reader_ln_dynamics.json`` and ``reader_ln_dynamics.png``/``.svg`` into
       python scripts/reader_ln_dynamics.py --out docs/figures/reader_ln_gain \
       [--updates 300] [--seed 0] [--arms lstm,ln_gain_1.0] [--config.x=y]
 
-Where a member's committed record exists (results/cpu/attentive_reader/), the JSON
-sets the replay's first epoch beside the record's: the same gradient norms show the
-replay is the recorded run.
+Where a member's committed record of the same config exists
+(results/cpu/attentive_reader/), the JSON sets the replay's first epoch beside the
+record's. The replay is `lnorm train` at this code; equal gradient norms say the record
+was made by the same code, unequal ones that it was not (docs/reader_ln_gain.md).
 """
 
 from __future__ import annotations
@@ -142,8 +143,9 @@ def main():
                      f"choose from {', '.join(ARMS)}.")
   if args.updates < 1 or args.probe_every < 1:
     raise SystemExit("error: --updates and --probe-every must be at least 1.")
+  # force: an import has configured the root logger at WARNING already.
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s",
-                      datefmt="%H:%M:%S")
+                      datefmt="%H:%M:%S", force=True)
   traces, arms_out = {}, {}
   for arm in arms:
     config, member, flat = arm_config(arm, args.seed, args.scale, overrides)

@@ -1,8 +1,8 @@
 """The measurements of lnorm/training/dynamics.py (scripts/reader_ln_dynamics.py) on
 constructed cases whose answers are known: a linear recurrence with a known growth
 per step, Adam's moments after known gradients, a second moment left to decay, the
-authors' clip at its threshold, an LSTM's gates against the reference loop; and the
-replay of a run against the golden first updates of `lnorm train`."""
+clip rules on either side of their thresholds, an LSTM's gates against the reference
+loop; and the replay of a run against the golden first updates of `lnorm train`."""
 
 from __future__ import annotations
 
@@ -55,8 +55,9 @@ def test_growth_of_a_linear_recurrence_is_its_rate_per_step():
   lengths = np.array([7, STEPS, 10])  # Uneven: the later steps average fewer examples.
   mask = jnp.arange(STEPS)[None, :] < jnp.asarray(lengths)[:, None]
   steps = list(range(0, STEPS, 3))  # 0, 3, 6, 9, 12
-  log_growth, examples = dynamics.perturbation_growth(
-      linear_states, linear_carry(), mask, jax.random.key(1), steps)
+  growth = jax.jit(lambda carry: dynamics.perturbation_growth(
+      linear_states, carry, mask, jax.random.key(1), steps))  # As trace runs it.
+  log_growth, examples = growth(linear_carry())
   for k, t in enumerate(steps):
     real = lengths > t
     assert examples[k] == real.sum()
@@ -98,7 +99,8 @@ def test_adam_statistics_against_numpy():
                {"a": jnp.asarray([1.0, 2.0, 0.1, 0.0]), "b": jnp.full((2, 3), -0.5)}]
   state = adam_after(gradients, params)
   groups = dynamics.parameter_groups(params, {"a": ["a"], "both": ["a", "b"]})
-  stats = dynamics.adam_statistics(state, groups, b1=0.9, b2=0.999, eps=1e-8)
+  stats = jax.jit(lambda s: dynamics.adam_statistics(s, groups, b1=0.9, b2=0.999,
+                                                      eps=1e-8))(state)
   g = np.asarray([[1.0, -2.0, 300.0], [1.0, 2.0, 0.1]])
   m = (0.9 * 0.1 * g[0] + 0.1 * g[1]) / (1 - 0.9**2)
   v = (0.999 * 0.001 * g[0] ** 2 + 0.001 * g[1] ** 2) / (1 - 0.999**2)
@@ -166,7 +168,7 @@ def test_updates_to_recover_at_its_edges():
 
 
 @pytest.mark.parametrize("rule,norm,handed", [
-    ("attentive_reader_code", 100.0, 100.0),  # At the threshold: not clipped.
+    ("attentive_reader_code", 100.0, 100.0),  # The threshold: both branches give 100.
     ("attentive_reader_code", 400.0, 200.0),  # 10 sqrt(400).
     ("attentive_reader_code", 37.5, 37.5),
     ("standard", 400.0, 10.0),

@@ -1,8 +1,9 @@
-r"""What a run's first updates do, measured update by update.
+"""What a run's first updates do, measured update by update.
 
-``replay`` takes a run's first updates exactly as ``lnorm train`` does (the same
-batches in the same order, the same step rngs, the harness's own jitted step), so a
-probe sees the run the benchmark recorded, not a look-alike. The measurements:
+``replay`` takes a run's first updates exactly as ``lnorm train`` does with one step
+per call (the same batches in the same order, the same step rngs, the harness's own
+jitted step), so a probe sees the run ``lnorm train`` makes, not a look-alike. The
+measurements:
 
 - ``adam_statistics``: Adam's moments per group of parameters (the median and the
   largest root second moment, and the median size of Adam's normalised step
@@ -107,8 +108,9 @@ def clip_output_norm(grad_norm: jax.Array, stages: Sequence[optim.ClipStage]) ->
 
 
 def adam_moments(opt_state) -> optax.ScaleByAdamState:
-  """The one ``ScaleByAdamState`` in an optimizer's state (optax's Adam, lnorm's
-  Adam-Theano)."""
+  """The one ``ScaleByAdamState`` in an optimizer's state (optax's Adam keeps one;
+  so does lnorm's Adam-Theano, whose bias correction ``adam_statistics`` does not
+  model)."""
   found = [s for s in jax.tree.leaves(
       opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))
            if isinstance(s, optax.ScaleByAdamState)]
