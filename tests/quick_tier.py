@@ -74,6 +74,7 @@ SLOW: frozenset[str] = frozenset({
     "test_plot_report.py::test_paper_figure_by_name",  # 4.0 s
     "test_plot_report.py::test_plot_and_compare_print_those_labels",  # 3.2 s
     "test_prms_and_fused_gru_sizes.py::test_fused_gru_with_dropout_mask_and_padding_against_a_plain_loop",  # 9.6 s
+    "test_reader_ln_dynamics.py::test_trace_of_the_smoke_reader_replays_lnorm_train",  # 34.2 s
     "test_rms_experiments.py::test_config_options_reach_the_rms_cells",  # 7.7 s
     "test_rms_experiments.py::test_skip_thoughts_with_rms_grus_matches_the_equations",  # 16.0 s
     "test_rnn_dropout.py::test_input_mask_is_constant_over_time_in_the_gradient",  # 9.5 s
@@ -156,6 +157,7 @@ SLOW: frozenset[str] = frozenset({
     "test_order_embeddings.py::test_contrastive_loss_matches_numpy[order]",  # 1.2 s
     "test_prms_and_fused_gru_sizes.py::test_prms_values_and_gradients_at_odd_widths_against_numpy[24-0.0625]",  # 1.0 s
     "test_prms_and_fused_gru_sizes.py::test_prms_values_and_gradients_at_odd_widths_against_numpy[7-0.5]",  # 1.1 s
+    "test_reader_ln_dynamics.py::test_lstm_saturation_against_the_reference_gates[none-4.0]",  # 6.8 s
     "test_retrieval.py::test_blockwise_ranks_equal_brute_force_on_random_data[blocks1]",  # 3.5 s
     "test_retrieval.py::test_blockwise_ranks_equal_brute_force_on_random_data[blocks2]",  # 2.9 s
     "test_retrieval.py::test_blockwise_ranks_equal_brute_force_on_random_data[blocks3]",  # 3.7 s

@@ -193,12 +193,21 @@ class LSTMCell(nn.RNNCellBase):
     ``dropout_masks().state``."""
     c, h = carry
     gates_x, step, mask = inputs
-    h_in = _apply_mask(h, recurrent_mask, self.recurrent_dropout, train, "its state")
-    wh = self.hidden_norm(self.hidden_proj(h_in), train=train, step=step, mask=mask)
-    f, i, o, g = jnp.split(wh + gates_x, 4, axis=-1)
+    f, i, o, g = self.gate_preactivations(h, gates_x, train=train, step=step, mask=mask,
+                                          recurrent_mask=recurrent_mask)
     c = nn.sigmoid(f) * c + nn.sigmoid(i) * jnp.tanh(g)
     h = nn.sigmoid(o) * jnp.tanh(self.cell_norm(c, train=train, step=step, mask=mask))
     return (c, h), h
+
+  def gate_preactivations(self, h, gates_x, *, train: bool = False, step, mask=None,
+                          recurrent_mask=None):
+    """The gates ``(f, i, o, g)`` before their nonlinearities, ``N_h(W_h h) + gates_x``
+    with ``gates_x`` from ``project``: one step's (``h [B, H]``), or, for a probe of a
+    whole sequence, every step's at once (time-major ``h [T, B, H]`` of the states
+    each step read, ``step`` the ``[T]`` time indices, as ``project`` passes them)."""
+    h_in = _apply_mask(h, recurrent_mask, self.recurrent_dropout, train, "its state")
+    wh = self.hidden_norm(self.hidden_proj(h_in), train=train, step=step, mask=mask)
+    return jnp.split(wh + gates_x, 4, axis=-1)
 
   #: The CellNorms fields whose normalizers the fused recurrence must run itself.
   fused_norms = ("input_norm", "hidden_norm", "cell_norm")

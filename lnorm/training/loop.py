@@ -90,7 +90,7 @@ from lnorm.training.metrics_writer import MetricWriter
 from lnorm.training.selected_model import SelectedModel
 from lnorm.training.stop_signals import StopSignals
 from lnorm.training.steps import (SplitEvaluator, TrainState, make_eval_step,
-                                  make_train_chunk, make_train_step)
+                                  make_train_chunk, make_train_step, seed_keys)
 from lnorm.training.task import Task
 
 
@@ -235,7 +235,7 @@ class _Training:
     self.periodic_every = config.get("periodic_eval_every_steps", 0)
     self.checkpoint_timer = CheckpointTimer(config.checkpoint_every_secs,
                                             checkpointer.latest_step() is not None)
-    _, self.train_rng = jax.random.split(jax.random.key(config.seed))
+    _, self.train_rng = seed_keys(config.seed)
     self.every_secs = config.get("progress_every_secs", 30.0)
     # The model select_on picks, for test at the evaluation validation selects.
     self.selected = (SelectedModel(config.select_on, run.workdir)

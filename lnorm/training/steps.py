@@ -207,11 +207,18 @@ class SplitEvaluator:
     return scores
 
 
+def seed_keys(seed: int) -> tuple[jax.Array, jax.Array]:
+  """``(init key, train key)`` of a run's seed: the initial parameters come from the
+  first, every training step's rngs from the second (folded in with the step)."""
+  init_rng, train_rng = jax.random.split(jax.random.key(seed))
+  return init_rng, train_rng
+
+
 def init_train_state(config: ml_collections.ConfigDict, task: Task, model: nn.Module,
                      train_arrays, mesh) -> TrainState:
   """The initial, replicated train state of a config: what training starts from and
   the structure a checkpoint of that config restores into (``lnorm bln-search``)."""
-  init_rng, _ = jax.random.split(jax.random.key(config.seed))
+  init_rng, _ = seed_keys(config.seed)
   # Initialise on a real batch: data-dependent initialisations (WN) need one.
   first = {k: v[0] for k, v in batching.train_chunk(
       train_arrays, config.batch_size, config.seed, 0, 0, 1).items()}
