@@ -41,7 +41,7 @@ def check_impl(impl: str) -> None:
                       "normalized cells on an NVIDIA GPU, lnorm's scan elsewhere).")
 
 
-def _on_nvidia_gpu() -> bool:
+def on_nvidia_gpu() -> bool:
   """Whether this process traces for an NVIDIA GPU, where the kernels lower to Triton."""
   if jax.default_backend() != "gpu":
     return False
@@ -81,4 +81,4 @@ def resolve(kind: str, impl: str, variant: str, normalized: list[str],
                                 f"has no step kernel; the kernels run {KERNEL_NORMS}",
                     "the kernels where they can run, lnorm's scan elsewhere")
     return "pallas"
-  return "pallas" if normalized and not unrunnable and _on_nvidia_gpu() else "scan"
+  return "pallas" if normalized and not unrunnable and on_nvidia_gpu() else "scan"

@@ -8,8 +8,8 @@ two (Triton's tiles have power-of-two sizes): loads and stores are masked to the
 rows and columns, so H and B need not be powers of two (400, 240, ...).
 
 The arrays a step writes one time step of (the saved activations, the gradients of the
-projected inputs) are passed in and written in place (``input_output_aliases``), so
-that a step is one kernel, not a kernel and a copy per array.
+projected inputs) are passed in and written in place (``input_output_aliases``),
+rather than returned a step at a time and copied into them by a kernel of their own.
 
 Which kernel runs is decided when the step is lowered, per platform
 (``lax.platform_dependent``), not by the backend of the process that traces: a step
@@ -32,8 +32,8 @@ import jax.numpy as jnp
 TRITON_CUSTOM_CALL = "__gpu$xla.gpu.triton"
 
 #: Entries of one ``[rows, width]`` tile a program holds. A step holds about a dozen
-#: tiles (the gates, their inputs, the state); this keeps them in registers with
-#: NUM_WARPS warps. Not yet tuned on a GPU.
+#: tiles (the gates, their inputs, the state): at 1024 entries, about 100 registers
+#: per thread of NUM_WARPS warps. A first guess, to be tuned on a GPU.
 TILE_ENTRIES = 1024
 NUM_WARPS = 4
 
@@ -78,8 +78,8 @@ class Block:
   """The rows of one program, and how it reads and writes them.
 
   A ``[B, F]`` ref is read as tiles of the block's rows and H (padded) columns from
-  column ``start``; a ``[T, B, F]`` ref the same at time step ``step``. Entries outside
-  the array read as 0 and are not written.
+  column ``start``; a ``[T, B, F]`` ref the same at time step ``step``. A tile's entries
+  past the batch's rows or the H columns read as 0 and are not written.
   """
 
   rows: jax.Array  # [block_rows]: the rows' indices in the batch
@@ -88,10 +88,10 @@ class Block:
   width: int
 
   @classmethod
-  def of_program(cls, launch: Launch) -> "Block":
-    first = _pallas()[0].program_id(0) * launch.block_rows
-    return cls(first + jnp.arange(launch.block_rows),
-               jnp.arange(launch.padded_width)[None, :], launch.batch, launch.width)
+  def of_program(cls, grid: Launch) -> "Block":
+    first = _pallas()[0].program_id(0) * grid.block_rows
+    return cls(first + jnp.arange(grid.block_rows),
+               jnp.arange(grid.padded_width)[None, :], grid.batch, grid.width)
 
   @property
   def real_rows(self) -> jax.Array:
@@ -108,27 +108,32 @@ class Block:
     return index if step is None else (step, *index)
 
   def load(self, ref, start: int = 0, step=None) -> jax.Array:
-    return _pallas()[1].load(ref.at[self._index(step, start)], mask=self.valid, other=0.0)
+    return _load(ref.at[self._index(step, start)], self.valid)
 
   def store(self, ref, value, start: int = 0, step=None) -> None:
-    _pallas()[1].store(ref.at[self._index(step, start)], value.astype(ref.dtype),
-                       mask=self.valid)
+    _store(ref.at[self._index(step, start)], value, self.valid)
 
   def load_per_row(self, ref, step=None) -> jax.Array:
     """One value per row of a ``[B]`` (or, at ``step``, ``[T, B]``) ref: ``[rows, 1]``."""
     index = self.rows if step is None else (step, self.rows)
-    return _pallas()[1].load(ref.at[index], mask=self.rows < self.batch, other=0)[:, None]
+    return _load(ref.at[index], self.rows < self.batch)[:, None]
 
   def store_per_row(self, ref, value, step=None) -> None:
     index = self.rows if step is None else (step, self.rows)
-    _pallas()[1].store(ref.at[index], value[:, 0].astype(ref.dtype),
-                       mask=self.rows < self.batch)
+    _store(ref.at[index], value[:, 0], self.rows < self.batch)
 
   def load_vector(self, ref, start: int) -> jax.Array:
     """Entries ``start`` to ``start + width`` of a ``[F]`` ref (a gain): ``[1, width]``."""
-    index = start + self.columns[0]
-    return _pallas()[1].load(ref.at[index], mask=self.columns[0] < self.width,
-                             other=0.0)[None, :]
+    return _load(ref.at[start + self.columns[0]], self.columns[0] < self.width)[None, :]
+
+
+def _load(ref, mask) -> jax.Array:
+  """The entries of ``ref`` where ``mask`` holds, zero elsewhere (never read)."""
+  return _pallas()[1].load(ref, mask=mask, other=jnp.zeros((), ref.dtype))
+
+
+def _store(ref, value, mask) -> None:
+  _pallas()[1].store(ref, value.astype(ref.dtype), mask=mask)
 
 
 def _flat(tree) -> tuple[list, Any]:

@@ -195,6 +195,6 @@ def parameter_gradients(norm: KernelNorm, dy: jax.Array, saved: jax.Array) -> Ke
   d_bias = None if norm.bias is None else total(dy)
   if isinstance(norm, TanhNorm):
     u = jnp.tanh(norm.alpha * saved)
-    d_alpha = jnp.sum(dy * norm.scale * (1.0 - u * u) * saved)
+    d_alpha = jnp.sum(dy * norm.scale[None, None] * (1.0 - u * u) * saved)
     return TanhNorm(d_alpha, total(dy * u), d_bias)
   return norm.replace(scale=total(dy * saved), bias=d_bias)
