@@ -19,7 +19,8 @@ also writes the rows, the ratios, the arguments and the machine to a JSON file.
 On an NVIDIA GPU the rows run as the experiments do there (``lstm_impl=auto``): the
 plain LSTM through cuDNN, the normalized cells through the Pallas step kernels, and
 each family has a ``*_pallas`` twin (``impl='pallas'``: the plain GRU's is the only
-way to time it through the kernels). Elsewhere the ``_pallas`` rows run only when
+way to time it through the kernels) and a ``*_fused`` one (``impl='scan'``, lnorm's own
+recurrence, what ran there before the kernels). Elsewhere those rows run only when
 ``--rows`` names them: the kernels are then interpreted, which times nothing useful.
 """
 
@@ -103,7 +104,11 @@ def _our_layer(name: str, hidden: int, unroll: int, fused: bool, impl: str):
 
 
 #: Each of our rows' twins: suffix -> (RecurrentLayer's ``fused``, the cells' ``impl``).
-TWINS = {"": (True, "auto"), "_scan": (False, "auto"), "_pallas": (True, "pallas")}
+#: ``_fused`` is lnorm's own recurrence (``impl='scan'``), which a CPU's rows run anyway.
+TWINS = {"": (True, "auto"), "_scan": (False, "auto"), "_pallas": (True, "pallas"),
+         "_fused": (True, "scan")}
+#: The twins that time the Pallas kernels, and on a GPU what they replaced.
+PALLAS_TWINS = ("_pallas", "_fused")
 
 
 def jax_models(hidden: int, unroll: int = 1, naive: bool = True,
@@ -111,18 +116,19 @@ def jax_models(hidden: int, unroll: int = 1, naive: bool = True,
   """The jax rows: name -> (flax module, ``apply(variables, x)`` returning h [B, T, H]).
 
   ``lstm``, ``ln_lstm``, ``rms_lstm``, ``gru``, ``ln_gru`` and ``rms_gru`` are our
-  layer as the experiments run it (the fused recurrences of lnorm.rnn.fused and
-  lnorm.rnn.fused_gru); ``*_scan`` the same layer scanning the cell step by step
+  layer as the experiments run it (on a CPU the fused recurrences of lnorm.rnn.fused
+  and lnorm.rnn.fused_gru); ``*_scan`` the same layer scanning the cell step by step
   (``fused=False``), as every cell with recurrent BN runs. ``dyt_*``, ``scalenorm_*``
   and ``ln_simple_*`` (LSTM and GRU) are LN's successors; DyT has no fused
   recurrence, so its row and its twin both scan. ``flax_optimized_lstm``
   and ``flax_gru`` are flax's cells under ``nn.RNN`` (flax's GRU is the cuDNN
   variant, reset gate on U h + b, with biases on both halves). ``unroll`` is our
   layer's scan unroll; ``naive`` adds the naive flax LN-LSTM row; ``pallas`` the
-  ``*_pallas`` twins, through the Pallas step kernels.
+  ``*_pallas`` twins, through the Pallas step kernels, and the ``*_fused`` ones, through
+  lnorm's own recurrence (``impl='scan'``: what a GPU's rows ran before the kernels).
   """
   models = {}
-  twins = {k: v for k, v in TWINS.items() if pallas or k != "_pallas"}
+  twins = {k: v for k, v in TWINS.items() if pallas or k not in PALLAS_TWINS}
   for family in (("lstm", "ln_lstm"), ("rms_lstm",), ("gru", "ln_gru", "rms_gru"),
                  SUCCESSOR_ROWS["lstm"], SUCCESSOR_ROWS["gru"]):
     for suffix, (fused, impl) in twins.items():
@@ -256,7 +262,7 @@ RATIOS = (("ln_lstm", "naive_flax_ln_lstm"), ("ln_lstm", "torch_eager_ln_lstm"),
           # LN-LSTM / LSTM <= 1.5, LN-GRU / GRU <= 1.3), and against the scans.
           ("ln_lstm_pallas", "lstm"), ("ln_gru_pallas", "gru"),
           ("ln_gru_pallas", "gru_pallas"), ("gru_pallas", "gru"),
-          ("ln_lstm_pallas", "ln_lstm_scan"), ("ln_gru_pallas", "ln_gru_scan"),
+          ("ln_lstm_pallas", "ln_lstm_fused"), ("ln_gru_pallas", "ln_gru_fused"),
           ("rms_lstm_pallas", "ln_lstm_pallas"), ("rms_gru_pallas", "ln_gru_pallas"))
 
 
@@ -299,7 +305,7 @@ def main(argv=None):
   runners, compile_s = {}, {}
   # Interpreted, the kernels time nothing useful: only on request without an NVIDIA GPU.
   pallas = implementation.on_nvidia_gpu() or any(
-      row.endswith("_pallas") for row in args.rows or ())
+      row.endswith(PALLAS_TWINS) for row in args.rows or ())
   for name, (model, apply) in jax_models(args.hidden, args.unroll, naive=not args.no_naive,
                                          pallas=pallas).items():
     if _wanted(args, name):

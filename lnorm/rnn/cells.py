@@ -130,7 +130,31 @@ def _check_time_major(x: jax.Array, what: str) -> None:
                      f"shape {x.shape}; RecurrentLayer does the transposition for you.")
 
 
-class LSTMCell(nn.RNNCellBase):
+class _Paths:
+  """How ``RecurrentLayer`` may run a cell besides ``nn.scan`` of its ``__call__``: what
+  the LSTM and the GRU share (each adds ``fused_scan``, the LSTM ``cudnn_scan``)."""
+
+  @property
+  def recurrence(self) -> str:
+    """How ``RecurrentLayer`` runs this cell here: 'cudnn' (``cudnn_scan``), 'pallas'
+    (``pallas_scan``), 'fused' (``fused_scan``) or 'step-by-step', its ``impl``
+    resolved for this process's backend (:mod:`lnorm.rnn.implementation`)."""
+    return _path(type(self), self.norms, self.impl, self.recurrent_dropout, self.fusable)
+
+  def pallas_scan(self, carry, x, *, train: bool = False, lengths=None, mask=None,
+                  dropout: DropoutMasks = DropoutMasks(None, None)):
+    """``project``, then the recurrence through the Pallas step kernels
+    (:mod:`lnorm.rnn.gpu_recurrence`), run to the longest of ``lengths [B]`` (None: all
+    T): the values and gradients of scanning ``__call__``. ``x [T, B, I]`` is
+    time-major, ``mask [T, B]`` marks the real steps, ``dropout`` holds the sequence's
+    masks. Returns ``(carry at each sequence's end, hs [T, B, H])``."""
+    projected = self.project(x, train=train, mask=mask, dropout_mask=dropout.inputs)
+    _check_mask_given(dropout.state, self.recurrent_dropout, train, "its state")
+    return gpu_recurrence.recurrence(self.kernel_steps, self.kernel_params(), projected,
+                                     carry, lengths=lengths, recurrent_mask=dropout.state)
+
+
+class LSTMCell(_Paths, nn.RNNCellBase):
   """LSTM with gates ordered (f, i, o, g) over one concatenated 4H projection:
 
   ``(f, i, o, g) = N_h(W_h h) + N_x(W_x x) + b``,
@@ -206,8 +230,9 @@ class LSTMCell(nn.RNNCellBase):
   #: Where the cell normalizes something, and where in the recurrence (what the step
   #: kernels must run; the input normalizer runs in ``project``).
   norm_places = ("input_norm", "hidden_norm", "cell_norm")
-  kernel_norms = ("hidden_norm", "cell_norm")
+  kernel_places = ("hidden_norm", "cell_norm")
   kind = "LSTM"
+  kernel_steps = LSTMSteps()
 
   @property
   def fusable(self) -> bool:
@@ -235,27 +260,12 @@ class LSTMCell(nn.RNNCellBase):
     return lstm_recurrence(params, gates_x, carry, step_mask=mask,
                            recurrent_mask=dropout.state, unroll=unroll)
 
-  @property
-  def recurrence(self) -> str:
-    """How ``RecurrentLayer`` runs this cell here: 'cudnn' (``cudnn_scan``), 'pallas'
-    (``pallas_scan``), 'fused' (``fused_scan``) or 'step-by-step', its ``impl``
-    resolved for this process's backend (:mod:`lnorm.rnn.implementation`)."""
-    return _path(type(self), self.norms, self.impl, self.recurrent_dropout, self.fusable)
-
-  def pallas_scan(self, carry, x, *, train: bool = False, lengths=None, mask=None,
-                  dropout: DropoutMasks = DropoutMasks(None, None)):
-    """``project``, then the recurrence through the Pallas step kernels
-    (:mod:`lnorm.rnn.gpu_recurrence`), run to the longest of ``lengths [B]`` (None: all
-    T): the values and gradients of scanning ``__call__``. Arguments and result as
-    ``fused_scan``'s, ``mask [T, B]`` the real steps."""
-    projected = self.project(x, train=train, mask=mask, dropout_mask=dropout.inputs)
-    _check_mask_given(dropout.state, self.recurrent_dropout, train, "its state")
+  def kernel_params(self) -> LSTMKernelParams:
+    """What the step kernels differentiate (``pallas_scan``); after init."""
     h = self.hidden_size
-    params = LSTMKernelParams(self.hidden_proj.kernel_matrix(),
-                              kernel_norms.of_module(self.hidden_norm, 4 * h),
-                              kernel_norms.of_module(self.cell_norm, h))
-    return gpu_recurrence.recurrence(LSTMSteps(), params, projected, carry, lengths=lengths,
-                                     recurrent_mask=dropout.state)
+    return LSTMKernelParams(self.hidden_proj.kernel_matrix(),
+                            kernel_norms.of_module(self.hidden_norm, 4 * h),
+                            kernel_norms.of_module(self.cell_norm, h))
 
   def cudnn_scan(self, carry, x, *, train: bool = False, lengths=None,
                  dropout: DropoutMasks = DropoutMasks(None, None)):
@@ -288,7 +298,7 @@ class LSTMCell(nn.RNNCellBase):
     return 1
 
 
-class GRUCell(nn.RNNCellBase):
+class GRUCell(_Paths, nn.RNNCellBase):
   """GRU of docs/experiments.md sec. 4 (LN paper eq. 26-28), not flax's cuDNN-style cell:
 
   ``(z, r) = N1(W_h h) + N2(W_x x)`` over the concatenated 2H,
@@ -363,13 +373,9 @@ class GRUCell(nn.RNNCellBase):
   #: Where the cell normalizes something, and where in the recurrence (what the step
   #: kernels must run).
   norm_places = ("input_norm", "hidden_norm")
-  kernel_norms = ("hidden_norm",)
+  kernel_places = ("hidden_norm",)
   kind = "GRU"
-
-  @property
-  def recurrence(self) -> str:
-    """How ``RecurrentLayer`` runs this cell here (as ``LSTMCell.recurrence``)."""
-    return _path(type(self), self.norms, self.impl, self.recurrent_dropout, self.fusable)
+  kernel_steps = GRUSteps()
 
   @property
   def fusable(self) -> bool:
@@ -392,18 +398,12 @@ class GRUCell(nn.RNNCellBase):
     return gru_recurrence(params, projected, carry, step_mask=mask,
                           recurrent_mask=dropout.state, unroll=unroll)
 
-  def pallas_scan(self, carry, x, *, train: bool = False, lengths=None, mask=None,
-                  dropout: DropoutMasks = DropoutMasks(None, None)):
-    """``project`` and the recurrence through the Pallas step kernels (as
-    ``LSTMCell.pallas_scan``)."""
-    projected = self.project(x, train=train, mask=mask, dropout_mask=dropout.inputs)
-    _check_mask_given(dropout.state, self.recurrent_dropout, train, "its state")
+  def kernel_params(self) -> GRUKernelParams:
+    """What the step kernels differentiate (``pallas_scan``); after init."""
     h = self.hidden_size
-    params = GRUKernelParams(self.hidden_proj.kernel_matrix(),
-                             kernel_norms.of_module(self.hidden_gate_norm, 2 * h),
-                             kernel_norms.of_module(self.hidden_candidate_norm, h))
-    return gpu_recurrence.recurrence(GRUSteps(), params, projected, carry, lengths=lengths,
-                                     recurrent_mask=dropout.state)
+    return GRUKernelParams(self.hidden_proj.kernel_matrix(),
+                           kernel_norms.of_module(self.hidden_gate_norm, 2 * h),
+                           kernel_norms.of_module(self.hidden_candidate_norm, h))
 
   @nn.nowrap
   def initialize_carry(self, rng, input_shape):
@@ -451,7 +451,7 @@ def _resolve(cell_cls, norms: CellNorms, impl: str, recurrent_dropout: float) ->
   """'cudnn', 'pallas' or 'scan': how a cell with these options runs here."""
   place_class = lambda place: _module_class(getattr(norms, place))
   normalized = [p for p in cell_cls.norm_places if place_class(p) is not StepIdentity]
-  unrunnable = [f"{p} ({place_class(p).__name__})" for p in cell_cls.kernel_norms
+  unrunnable = [f"{p} ({place_class(p).__name__})" for p in cell_cls.kernel_places
                 if not kernel_norms.runs_in_kernels(place_class(p))]
   return implementation.resolve(cell_cls.kind, impl, norms.name, normalized, unrunnable,
                                 recurrent_dropout)

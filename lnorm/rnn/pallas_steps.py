@@ -96,8 +96,10 @@ def _out(shape) -> jax.ShapeDtypeStruct:
   return jax.ShapeDtypeStruct(shape, jnp.float32)
 
 
-def _subset(d: dict, names) -> dict:
-  return {k: d[k] for k in names}
+def _read_backward(saved: dict) -> dict:
+  """What a backward step reads of what the forward steps saved: all but the outputs
+  (``hs``: the GRU reads them shifted by a step, as ``h_prev``)."""
+  return {k: v for k, v in saved.items() if k != "hs"}
 
 
 # --- The LSTM ---------------------------------------------------------------------------
@@ -228,14 +230,12 @@ class LSTMSteps:
     del h_prev  # The LSTM's backward pass reads c_prev, which it saved.
     dc, dh = d_state
     batch, width = dh.shape
-    reads = ("c_prev", "tanh_c", "acts", *(k for k in saved if k.startswith(("hidden_",
-                                                                            "cell_"))))
     new, gradients = launch(
         _lstm_backward_body, Launch(batch, width), name="lstm_step_backward",
         inputs={"step": step, "lengths": lengths, "dh_recurrent": dh_recurrent, "dh": dh,
                 "dc": dc, "d_hs": d_hs, "recurrent_mask": recurrent_mask,
                 "hidden_norm": params.hidden_norm, "cell_norm": params.cell_norm,
-                **_subset(saved, reads)},
+                **_read_backward(saved)},
         outputs={"dc": _out(dc.shape), "dh": _out(dh.shape), "dz": _out((batch, 4 * width))},
         updated=gradients)
     return (new["dc"], new["dh"]), new["dz"], gradients
@@ -375,13 +375,12 @@ class GRUSteps:
                     d_hs, recurrent_mask, saved, h_prev, gradients):
     (dh,) = d_state
     batch, width = dh.shape
-    reads = [k for k in saved if k != "hs"]
     new, gradients = launch(
         _gru_backward_body, Launch(batch, width), name="gru_step_backward",
         inputs={"step": step, "lengths": lengths, "dh_recurrent": dh_recurrent, "dh": dh,
                 "d_hs": d_hs, "h_prev": h_prev, "recurrent_mask": recurrent_mask,
                 "gate_norm": params.gate_norm, "candidate_norm": params.candidate_norm,
-                **_subset(saved, reads)},
+                **_read_backward(saved)},
         outputs={"dh": _out(dh.shape), "dz": _out((batch, 3 * width))},
         updated=gradients)
     return (new["dh"],), new["dz"], gradients
