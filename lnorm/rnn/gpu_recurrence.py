@@ -47,6 +47,15 @@ class StepKernels(Protocol):
   GRU's ``(h,)``); its cotangent in the backward loop the same, with the last holding
   the part of dh that does not pass through ``W_h`` (a padded step's, or the GRU's
   ``(1 - z) dh``). ``params`` is a NamedTuple whose ``hidden_kernel`` is W_h.
+
+  ``forward_step`` takes ``z = h_in W_h`` and returns the new state, the next matmul's
+  ``h_in`` (h, times the recurrent dropout mask) and ``saved`` (``[T, B, ...]`` arrays
+  of ``saved_shapes``, ``hs`` among them) with its step written. ``backward_step``
+  takes ``dh_recurrent``, the previous iteration's ``dz W_hᵀ``, and returns the state's
+  cotangent, its own ``dz`` for the next matmul and ``gradients`` (of
+  ``gradient_shapes``, ``d_projected`` among them) with its step written.
+  ``parameter_gradients`` gives ``params``' cotangent after the loop, from what was
+  saved and ``h_in [T, B, H]``, what W_h multiplied at each step.
   """
 
   def state(self, carry) -> tuple: ...

@@ -59,8 +59,8 @@ def resolve(kind: str, impl: str, variant: str, normalized: list[str],
 
   ``kind`` is ``'LSTM'`` or ``'GRU'``; ``variant`` names the cell's normalization
   variant, ``normalized`` the places where it normalizes something (``input_norm``,
-  ``hidden_norm``, ``cell_norm``) and ``unrunnable`` those of them whose normalizer
-  has no step kernel, each as ``'place (Class)'``.
+  ``hidden_norm``, ``cell_norm``) and ``unrunnable`` the places in the recurrence whose
+  normalizer has no step kernel, each as ``'place (Class)'``.
   """
   check_impl(impl)
   if impl == "scan":
