@@ -81,6 +81,14 @@ SLOW: frozenset[str] = frozenset({
     "test_rnn_dropout.py::test_mask_statistics",  # 5.4 s
     "test_rnn_dropout.py::test_masks_are_inverted_dropout_per_sequence_and_per_rng",  # 3.7 s
     "test_rnn_fused_gru.py::test_fused_gru_equals_scan_in_values_and_gradients",  # 5.2 s
+    # The Pallas kernels, interpreted: 7 to 14 s a case (compilation, 50 steps).
+    "test_rnn_gpu.py::test_blocks_of_rows_that_overhang_the_batch",  # 11.9 s
+    "test_rnn_gpu.py::test_gru_kernels_equal_the_scan",  # 7.0 s
+    "test_rnn_gpu.py::test_lnorm_check_lowers_a_recurrent_config_with_the_kernels_for_cuda",  # 4.7 s
+    "test_rnn_gpu.py::test_lstm_kernels_equal_the_scan",  # 7.4 s
+    "test_rnn_gpu.py::test_outputs_past_a_sequence_hold_its_last_state_and_pass_their_gradients",  # 16.3 s
+    "test_rnn_gpu.py::test_the_loop_runs_to_the_longest_sequence_both_ways",  # 4.3 s
+    "test_rnn_gpu.py::test_unpadded_sequences_from_a_zero_state",  # 10.3 s
     "test_rnn_sequence.py::test_dropout_between_layers_only_in_training",  # 25.7 s
     "test_rnn_sequence.py::test_padding_invariance",  # 18.7 s
     "test_rnn_sequence.py::test_reverse_and_bidirectional_match_reference_on_flipped_sequences",  # 11.3 s
