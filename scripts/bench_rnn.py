@@ -5,6 +5,7 @@
     python scripts/bench_rnn.py --torch-threads 1,2 --json perf/rnn.json
     python scripts/bench_rnn.py --rows gru gru_scan torch_gru   # only these rows
     python scripts/bench_rnn.py --rows ln_lstm dyt_lstm scalenorm_lstm ln_simple_lstm
+    python scripts/bench_rnn.py --batch 64 --hidden 240 --input 240   # the reader's layer
 
 The default size is the handwriting model's first layer (docs/experiments.md sec. 3),
 for the LSTM and the GRU rows alike. Each
@@ -14,6 +15,13 @@ All rows are measured in the same run, their repeats interleaved, so that the ra
 share the machine's load.
 The PyTorch rows are skipped with a message when torch is not installed. ``--json PATH``
 also writes the rows, the ratios, the arguments and the machine to a JSON file.
+
+On an NVIDIA GPU the rows run as the experiments do there (``lstm_impl=auto``): the
+plain LSTM through cuDNN, the normalized cells through the Pallas step kernels, and
+each family has a ``*_pallas`` twin (``impl='pallas'``: the plain GRU's is the only
+way to time it through the kernels) and a ``*_fused`` one (``impl='scan'``, lnorm's own
+recurrence, what ran there before the kernels). Elsewhere those rows run only when
+``--rows`` names them: the kernels are then interpreted, which times nothing useful.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lnorm.rnn import RecurrentLayer, make_gru_cell, make_lstm_cell
+from lnorm.rnn import RecurrentLayer, implementation, make_gru_cell, make_lstm_cell
 from lnorm.training import process
 from lnorm.training import throughput
 
@@ -89,31 +97,43 @@ SUCCESSOR_ROWS = {kind: tuple(f"{norm}_{kind}" for norm in ("dyt", "scalenorm", 
                   for kind in ("lstm", "gru")}
 
 
-def _our_layer(name: str, hidden: int, unroll: int, fused: bool):
+def _our_layer(name: str, hidden: int, unroll: int, fused: bool, impl: str):
   make, variant = OUR_ROWS[name]
-  layer = RecurrentLayer(make(variant), hidden, unroll=unroll, fused=fused)
+  layer = RecurrentLayer(make(variant, impl=impl), hidden, unroll=unroll, fused=fused)
   return layer, lambda v, x: layer.apply(v, x).outputs
 
 
-def jax_models(hidden: int, unroll: int = 1, naive: bool = True) -> dict:
+#: Each of our rows' twins: suffix -> (RecurrentLayer's ``fused``, the cells' ``impl``).
+#: ``_fused`` is lnorm's own recurrence (``impl='scan'``), which a CPU's rows run anyway.
+TWINS = {"": (True, "auto"), "_scan": (False, "auto"), "_pallas": (True, "pallas"),
+         "_fused": (True, "scan")}
+#: The twins that time the Pallas kernels, and on a GPU what they replaced.
+PALLAS_TWINS = ("_pallas", "_fused")
+
+
+def jax_models(hidden: int, unroll: int = 1, naive: bool = True,
+               pallas: bool = False) -> dict:
   """The jax rows: name -> (flax module, ``apply(variables, x)`` returning h [B, T, H]).
 
   ``lstm``, ``ln_lstm``, ``rms_lstm``, ``gru``, ``ln_gru`` and ``rms_gru`` are our
-  layer as the experiments run it (the fused recurrences of lnorm.rnn.fused and
-  lnorm.rnn.fused_gru); ``*_scan`` the same layer scanning the cell step by step
+  layer as the experiments run it (on a CPU the fused recurrences of lnorm.rnn.fused
+  and lnorm.rnn.fused_gru); ``*_scan`` the same layer scanning the cell step by step
   (``fused=False``), as every cell with recurrent BN runs. ``dyt_*``, ``scalenorm_*``
   and ``ln_simple_*`` (LSTM and GRU) are LN's successors; DyT has no fused
   recurrence, so its row and its twin both scan. ``flax_optimized_lstm``
   and ``flax_gru`` are flax's cells under ``nn.RNN`` (flax's GRU is the cuDNN
   variant, reset gate on U h + b, with biases on both halves). ``unroll`` is our
-  layer's scan unroll; ``naive`` adds the naive flax LN-LSTM row.
+  layer's scan unroll; ``naive`` adds the naive flax LN-LSTM row; ``pallas`` the
+  ``*_pallas`` twins, through the Pallas step kernels, and the ``*_fused`` ones, through
+  lnorm's own recurrence (``impl='scan'``: what a GPU's rows ran before the kernels).
   """
   models = {}
+  twins = {k: v for k, v in TWINS.items() if pallas or k not in PALLAS_TWINS}
   for family in (("lstm", "ln_lstm"), ("rms_lstm",), ("gru", "ln_gru", "rms_gru"),
                  SUCCESSOR_ROWS["lstm"], SUCCESSOR_ROWS["gru"]):
-    for suffix, fused in (("", True), ("_scan", False)):
+    for suffix, (fused, impl) in twins.items():
       for name in family:
-        models[name + suffix] = _our_layer(name, hidden, unroll, fused)
+        models[name + suffix] = _our_layer(name, hidden, unroll, fused, impl)
     if family[0] == "lstm":
       models["flax_optimized_lstm"] = (nn.RNN(nn.OptimizedLSTMCell(hidden)), None)
       if naive:
@@ -237,7 +257,13 @@ RATIOS = (("ln_lstm", "naive_flax_ln_lstm"), ("ln_lstm", "torch_eager_ln_lstm"),
           # LN's successors against LN, each as the experiments run it, and both
           # scanned step by step.
           *((row + suffix, f"ln_{kind}{suffix}") for kind in ("lstm", "gru")
-            for row in SUCCESSOR_ROWS[kind] for suffix in ("", "_scan")))
+            for row in SUCCESSOR_ROWS[kind] for suffix in ("", "_scan")),
+          # The Pallas kernels (issue 59's goals on a GPU, where ``lstm`` is cuDNN's:
+          # LN-LSTM / LSTM <= 1.5, LN-GRU / GRU <= 1.3), and against the scans.
+          ("ln_lstm_pallas", "lstm"), ("ln_gru_pallas", "gru"),
+          ("ln_gru_pallas", "gru_pallas"), ("gru_pallas", "gru"),
+          ("ln_lstm_pallas", "ln_lstm_fused"), ("ln_gru_pallas", "ln_gru_fused"),
+          ("rms_lstm_pallas", "ln_lstm_pallas"), ("rms_gru_pallas", "ln_gru_pallas"))
 
 
 def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
@@ -277,8 +303,11 @@ def main(argv=None):
         f"{jax.__version__} on {jax.devices()[0].platform}")
 
   runners, compile_s = {}, {}
-  for name, (model, apply) in jax_models(args.hidden, args.unroll,
-                                         naive=not args.no_naive).items():
+  # Interpreted, the kernels time nothing useful: only on request without an NVIDIA GPU.
+  pallas = implementation.on_nvidia_gpu() or any(
+      row.endswith(PALLAS_TWINS) for row in args.rows or ())
+  for name, (model, apply) in jax_models(args.hidden, args.unroll, naive=not args.no_naive,
+                                         pallas=pallas).items():
     if _wanted(args, name):
       runners[name], compile_s[name] = _jax_runner(model, x, apply)
   runners.update(_torch_runners(args, x_np))

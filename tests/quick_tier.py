@@ -74,12 +74,21 @@ SLOW: frozenset[str] = frozenset({
     "test_plot_report.py::test_paper_figure_by_name",  # 4.0 s
     "test_plot_report.py::test_plot_and_compare_print_those_labels",  # 3.2 s
     "test_prms_and_fused_gru_sizes.py::test_fused_gru_with_dropout_mask_and_padding_against_a_plain_loop",  # 9.6 s
+    "test_reader_ln_dynamics.py::test_trace_of_the_smoke_reader_replays_lnorm_train",  # 34.2 s
     "test_rms_experiments.py::test_config_options_reach_the_rms_cells",  # 7.7 s
     "test_rms_experiments.py::test_skip_thoughts_with_rms_grus_matches_the_equations",  # 16.0 s
     "test_rnn_dropout.py::test_input_mask_is_constant_over_time_in_the_gradient",  # 9.5 s
     "test_rnn_dropout.py::test_mask_statistics",  # 5.4 s
     "test_rnn_dropout.py::test_masks_are_inverted_dropout_per_sequence_and_per_rng",  # 3.7 s
     "test_rnn_fused_gru.py::test_fused_gru_equals_scan_in_values_and_gradients",  # 5.2 s
+    # The Pallas kernels, interpreted: 7 to 14 s a case (compilation, 50 steps).
+    "test_rnn_gpu.py::test_blocks_of_rows_that_overhang_the_batch",  # 11.9 s
+    "test_rnn_gpu.py::test_gru_kernels_equal_the_scan",  # 7.0 s
+    "test_rnn_gpu.py::test_lnorm_check_lowers_a_recurrent_config_with_the_kernels_for_cuda",  # 4.7 s
+    "test_rnn_gpu.py::test_lstm_kernels_equal_the_scan",  # 7.4 s
+    "test_rnn_gpu.py::test_outputs_past_a_sequence_hold_its_last_state_and_pass_their_gradients",  # 16.3 s
+    "test_rnn_gpu.py::test_the_loop_runs_to_the_longest_sequence_both_ways",  # 4.3 s
+    "test_rnn_gpu.py::test_unpadded_sequences_from_a_zero_state",  # 10.3 s
     "test_rnn_sequence.py::test_dropout_between_layers_only_in_training",  # 25.7 s
     "test_rnn_sequence.py::test_padding_invariance",  # 18.7 s
     "test_rnn_sequence.py::test_reverse_and_bidirectional_match_reference_on_flipped_sequences",  # 11.3 s
@@ -156,6 +165,7 @@ SLOW: frozenset[str] = frozenset({
     "test_order_embeddings.py::test_contrastive_loss_matches_numpy[order]",  # 1.2 s
     "test_prms_and_fused_gru_sizes.py::test_prms_values_and_gradients_at_odd_widths_against_numpy[24-0.0625]",  # 1.0 s
     "test_prms_and_fused_gru_sizes.py::test_prms_values_and_gradients_at_odd_widths_against_numpy[7-0.5]",  # 1.1 s
+    "test_reader_ln_dynamics.py::test_lstm_saturation_against_the_reference_gates[none-4.0]",  # 6.8 s
     "test_retrieval.py::test_blockwise_ranks_equal_brute_force_on_random_data[blocks1]",  # 3.5 s
     "test_retrieval.py::test_blockwise_ranks_equal_brute_force_on_random_data[blocks2]",  # 2.9 s
     "test_retrieval.py::test_blockwise_ranks_equal_brute_force_on_random_data[blocks3]",  # 3.7 s
@@ -391,6 +401,69 @@ SLOW: frozenset[str] = frozenset({
     "test_rnn_fused_gru.py::test_fused_gru_equals_scan_stacked_bidirectional_unrolled[rms]",
     "test_rnn_fused_gru.py::test_the_gru_layer_runs_the_fused_recurrence",
     "test_rnn_fused_gru.py::test_fused_gru_with_the_batch_sharded_over_devices",
+    # Measured on 2026-12-01 with the quick tier at 1,480 cases (352 s on two cores
+    # loaded by two other jobs, load 6 to 8): the cases over 1.5 s there, each case
+    # listed (a function whose every case was slow keeps its cheapest).
+    "test_assembly.py::test_the_config_is_checked_once_per_train_command",  # 7.1 s
+    "test_attentive_reader_init_shapes.py::test_square_rules_at_an_odd_size",  # 1.6 s
+    "test_attentive_reader_options.py::test_an_unanswerable_question_counts_as_an_error",  # 1.6 s
+    "test_attentive_reader_options.py::test_listed_candidates_restrict_the_prediction[entities]",  # 1.5 s
+    "test_benchmark_suite.py::test_results_md_shows_what_the_committed_records_give",  # 7.9 s
+    "test_draw.py::test_filterbank_matches_numpy",  # 3.4 s
+    "test_flops.py::test_lnorm_flops_compares_normalizers_round_robin",  # 7.3 s
+    "test_flops.py::test_the_count_equals_the_traced_matmuls[draw]",  # 2.7 s
+    "test_forward_models.py::test_bln_cifar_lenet_forward[bln-conventional]",  # 2.1 s
+    "test_forward_models.py::test_bln_imdb_sentiment_rnn_forward[ln]",  # 1.9 s
+    "test_forward_models.py::test_draw_forward",  # 4.7 s
+    "test_golden_losses.py::test_first_updates_of_the_headline_norm[attentive_reader]",  # 50.6 s
+    "test_golden_losses.py::test_first_updates_of_the_headline_norm[bln_cifar]",  # 20.8 s
+    "test_golden_losses.py::test_first_updates_of_the_headline_norm[bln_imdb]",  # 18.4 s
+    "test_golden_losses.py::test_first_updates_of_the_headline_norm[draw]",  # 34.4 s
+    "test_golden_losses.py::test_first_updates_of_the_headline_norm[handwriting]",  # 26.3 s
+    "test_golden_losses.py::test_first_updates_of_the_headline_norm[order_embeddings]",  # 18.2 s
+    "test_golden_losses.py::test_first_updates_of_the_headline_norm[skip_thoughts]",  # 9.4 s
+    "test_golden_losses.py::test_first_updates_of_the_headline_norm[transformer_lm]",  # 7.0 s
+    "test_gpu_check.py::test_a_worker_times_the_train_call_lnorm_train_jits",  # 2.1 s
+    "test_gpu_check.py::test_the_device_phase_measures_both_ceilings",  # 8.1 s
+    "test_gpu_check.py::test_the_driver_records_a_failed_worker_and_what_the_limit_left",  # 2.5 s
+    "test_invariance.py::test_prms_invariance_fails_by_eps_when_it_reads_one_unit",  # 3.8 s
+    "test_losses.py::test_evaluation_mean_ignores_padding_to_a_device_multiple",  # 5.0 s
+    "test_mdn.py::test_log_density_matches_float64_near_unit_correlation[0.5-0.3-0.999999]",  # 1.9 s
+    "test_normalization.py::test_fused_rms_norm_matches_autodiff",  # 2.3 s
+    "test_normalization.py::test_layer_norm_matches_reference_eps_1e5_biased_variance",  # 1.9 s
+    "test_optional_imports.py::test_lnorm_train_runs_without_them_and_says_what_to_install_when_asked",  # 13.5 s
+    "test_order_embeddings.py::test_contrastive_loss_matches_numpy",  # 1.7 s
+    "test_reader_ln_dynamics.py::test_growth_of_a_linear_recurrence_is_its_rate_per_step",  # 1.6 s
+    "test_reader_ln_dynamics.py::test_lstm_saturation_against_the_reference_gates",  # 12.8 s
+    "test_retrieval.py::test_without_ties_ranks_equal_the_authors_argsort",  # 1.6 s
+    "test_rnn_cells.py::test_parameter_count[gru-ln_simple]",  # 2.1 s
+    "test_rnn_cells.py::test_parameter_count[gru-prms]",  # 12.4 s
+    "test_rnn_cells.py::test_parameter_count[gru-wn]",  # 3.1 s
+    "test_rnn_cells.py::test_parameter_count[lstm-dyt_cell]",  # 1.6 s
+    "test_rnn_cells.py::test_parameter_count[lstm-rms_cell]",  # 7.9 s
+    "test_rnn_cudnn.py::test_lengths_of_zero_keep_the_initial_state",  # 2.3 s
+    "test_rnn_cudnn.py::test_pack_weights_puts_each_gate_where_cudnn_reads_it",  # 4.7 s
+    "test_rnn_cudnn.py::test_the_cudnn_path_gives_lnorm_lstm_values_and_gradients[padded]",  # 23.7 s
+    "test_rnn_cudnn.py::test_the_cudnn_path_gives_lnorm_lstm_values_and_gradients[reverse]",  # 4.2 s
+    "test_rnn_cudnn.py::test_the_cudnn_path_gives_lnorm_lstm_values_and_gradients[unpadded]",  # 1.9 s
+    "test_rnn_cudnn.py::test_the_cudnn_path_gives_lnorm_lstm_values_and_gradients[weight-normalized]",  # 8.5 s
+    "test_rnn_cudnn.py::test_the_layer_runs_cudnn_only_where_auto_chooses_it",  # 7.3 s
+    "test_rnn_gpu.py::test_the_kernels_lower_for_cuda_and_run_interpreted_on_a_cpu",  # 3.7 s
+    "test_rnn_gpu.py::test_the_layer_runs_the_kernels_exactly_where_auto_chooses_them",  # 1.8 s
+    "test_rnn_gpu.py::test_the_tile_normalizers_equal_the_normalizers_with_padded_tiles[dyt]",  # 4.0 s
+    "test_rnn_gpu.py::test_the_tile_normalizers_equal_the_normalizers_with_padded_tiles[ln]",  # 3.6 s
+    "test_seed_bands.py::test_benchmark_figures_draw_each_experiment_with_records",  # 3.2 s
+    "test_seed_bands.py::test_the_same_records_draw_the_same_bytes",  # 1.8 s
+    "test_stop_signals.py::test_a_signal_inside_a_garbage_collection_callback_is_raised_after_it",  # 1.8 s
+    "test_successor_norms.py::test_ln_simple_mask_and_eps",  # 1.6 s
+    "test_successor_norms.py::test_scalar_gains_get_their_analytic_gradients",  # 1.6 s
+    "test_successor_norms.py::test_step_modules_match_the_feed_forward_ones",  # 1.6 s
+    "test_transformer_lm.py::test_attention_is_the_equation",  # 3.1 s
+    "test_transformer_lm.py::test_dyt_starts_higher_before_attention_than_elsewhere",  # 3.4 s
+    "test_transformer_lm.py::test_the_padding_rows_of_an_evaluation_batch_change_nothing[ln]",  # 2.7 s
+    "test_transformer_lm_cli.py::test_flops_and_check_commands",  # 7.4 s
+    "test_trivial_baselines.py::test_the_gaussian_is_the_one_lnorm_mixture_density_gives_correlated_offsets",  # 2.2 s
+    "test_trivial_record.py::test_the_trivial_record_is_written_read_and_outside_the_run_identity",  # 6.1 s
 })
 
 

@@ -360,11 +360,13 @@ def bn_eval(xp, a, p, stats, t):
   return y + p["bias"][None] if "bias" in p else y
 
 
-def lstm(xp, p, x, lengths, variant, *, train=True, stats=None, init=None, prms_p=0.0625):
+def lstm(xp, p, x, lengths, variant, *, train=True, stats=None, init=None, prms_p=0.0625,
+         gates=None):
   """LSTM of docs/experiments.md sec. 4 over x [B, T, I]; returns outputs, (c, h), bn
   stats.
 
-  Gate order (f, i, o, g). Padded steps keep the state and output zero.
+  Gate order (f, i, o, g). Padded steps keep the state and output zero. ``gates``, a
+  list, receives each step's pre-activations ``(f, i, o, g)`` and ``tanh(N_c(c))``.
   """
   B, T, _ = x.shape
   H = p["hidden_proj"]["kernel"].shape[0]
@@ -387,10 +389,13 @@ def lstm(xp, p, x, lengths, variant, *, train=True, stats=None, init=None, prms_
     m = (t < np.asarray(lengths))[:, None].astype(np.float64)
     a_x = norm("input_norm", x[:, t] @ wx, t, m)
     a_h = norm("hidden_norm", h @ wh, t, m)
-    gates = a_h + a_x + p["bias"][None]
-    f, i, o, g = (gates[:, k * H:(k + 1) * H] for k in range(4))
+    pre = a_h + a_x + p["bias"][None]
+    f, i, o, g = (pre[:, k * H:(k + 1) * H] for k in range(4))
     c_new = sigmoid(xp, f) * c + sigmoid(xp, i) * xp.tanh(g)
-    h_new = sigmoid(xp, o) * xp.tanh(norm("cell_norm", c_new, t, m))
+    cell_out = xp.tanh(norm("cell_norm", c_new, t, m))
+    if gates is not None:
+      gates.append((f, i, o, g, cell_out))
+    h_new = sigmoid(xp, o) * cell_out
     c = m * c_new + (1 - m) * c
     h = m * h_new + (1 - m) * h
     outs.append(m * h_new)

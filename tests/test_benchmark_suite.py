@@ -152,7 +152,8 @@ def test_the_cli_refuses_a_bad_flag_value(capsys):
 def _fake_train(calls):
   """Stands in for ``runner._run_member``: writes a finished run (every 3 updates a
   validation error falling to 0.1, an epoch of 21 updates; 1 s of training per
-  evaluation, times the seed + 1, doubled for ln) and counts the call."""
+  evaluation, times the seed + 1, doubled for ln, and twice that of wall time) and
+  counts the call."""
 
   def run_member(config_spec, member, extra, sweep_name, stream, signals):
     del sweep_name, stream, signals
@@ -164,8 +165,9 @@ def _fake_train(calls):
                  "data": {"location": os.path.join(os.environ["LNORM_DATA_DIR"], "mnist")}}, f)
     with open(os.path.join(member.workdir, "metrics.jsonl"), "w") as f:
       for i, v in enumerate((0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1), 1):
+        seconds = i * (config.seed + 1) * (2 if config.norm == "ln" else 1)
         record = {"step": 3 * i, "epoch": i / 7, "validation/error": v, "test/error": v,
-                  "time/train_seconds": i * (config.seed + 1) * (2 if config.norm == "ln" else 1)}
+                  "time/train_seconds": seconds, "time/wall_seconds": 2 * seconds}
         if i == 7:
           record["time/epoch_seconds"] = 3.0
         f.write(json.dumps(record) + "\n")

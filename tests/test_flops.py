@@ -13,6 +13,7 @@ import pytest
 
 from lnorm import cli
 from lnorm import config as config_lib
+from lnorm.rnn import make_gru_cell, make_lstm_cell
 from lnorm.training import task as task_lib
 from lnorm.training import throughput
 from lnorm.training.steps import length_buckets
@@ -228,3 +229,13 @@ def test_lnorm_flops_refuses_a_timing_it_cannot_make(args, message, capsys):
   assert cli.main(["flops", "--config", "configs/perm_mnist.py:smoke=true", *args]) == 2
   err = capsys.readouterr().err
   assert message in err and "Traceback" not in err
+
+
+def test_the_scanned_context_turns_the_fused_recurrences_off():
+  # `--compare-scan` times fused against scanned cells. flax wraps a Module's
+  # properties in its own descriptor, and the context, looking for a bare property,
+  # once found none: it changed nothing, and timed fused against fused.
+  with throughput.scanned_recurrences():
+    assert not make_lstm_cell("ln")(4).fusable
+    assert not make_gru_cell("ln")(4).fusable
+  assert make_lstm_cell("ln")(4).fusable and make_gru_cell("ln")(4).fusable

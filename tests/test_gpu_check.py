@@ -248,7 +248,7 @@ def test_run_sh_rehearses_every_phase(tmp_path):
   assert seeds == list(range(len(seeds))) and seeds  # Whole seeds, from the first.
   assert sorted(fig6_record["members"]) == sorted(
       f"{fig6.VARIANT},norm={norm},seed={seed}" for norm in fig6.NORMS for seed in seeds)
-  assert "Claims (p-values" in fig6_record["report"]
+  assert "Claims, each judged on its experiment's planned seeds" in fig6_record["report"]
   experiments = records.read_json(records.phase_path(str(out), "experiments"))["items"]
   assert {(i["experiment"], i["norm"]) for i in experiments if "error" not in i} >= {
       ("perm_mnist", "none"), ("perm_mnist", "ln")}
@@ -257,7 +257,7 @@ def test_run_sh_rehearses_every_phase(tmp_path):
   assert len(seeds) <= len(fig6.TOY_SEEDS) == 2
   tables = done.stdout.split("== run.sh took")[1]  # The tables come last.
   assert f"### GPU check records in {out} (rehearsal: toy sizes)" in tables
-  assert "#### Train steps at the configs' sizes" in tables and "Claims (p-values" in tables
+  assert "#### Train steps at the configs' sizes" in tables and "Claims, each judged" in tables
   assert json.loads((out / "device.json").read_text())["toy"]
 
 

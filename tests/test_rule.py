@@ -669,7 +669,7 @@ def test_step_time_is_not_decided_by_the_members_logged_seconds(tmp_path):
 
 
 #: The hash of rule version 3 and its claims (benchmark_suite.rule_hash).
-RULE_HASH = "447b5a5fdad4064e"
+RULE_HASH = "eae132f586831d42"
 
 
 def test_the_rule_is_pinned():

@@ -28,16 +28,19 @@ V2 = next(old for old, new in suite.RULE_V2_HASHES.items() if new == CURRENT)
 
 def record(records, norm, seed, values, benchmark_hash=CURRENT, seconds_per_update=0.1,
            **changed):
-  """A perm_mnist record of its command's config (1,000 updates; 0.1 s of training an
-  update: 1.7 minutes), carrying ``benchmark_hash``."""
+  """A perm_mnist record of its command's config (1,000 updates; 0.1 s of wall time an
+  update: 1.7 minutes, a third of it training), carrying ``benchmark_hash``;
+  ``seconds_per_update`` None: a record made before lnorm recorded the wall time."""
   path = write_run(records / "perm_mnist", norm, seed, values, experiment="perm_mnist",
                    **perm_mnist_config(norm, seed, benchmark_hash=benchmark_hash, **changed))
-  if seconds_per_update != 0.1:
-    with open(os.path.join(path, "metrics.jsonl")) as f:
-      points = [json.loads(line) for line in f]
-    with open(os.path.join(path, "metrics.jsonl"), "w") as f:
-      f.writelines(json.dumps({**p, "time/train_seconds": seconds_per_update * p["step"]})
-                   + "\n" for p in points)
+  with open(os.path.join(path, "metrics.jsonl")) as f:
+    points = [json.loads(line) for line in f]
+  with open(os.path.join(path, "metrics.jsonl"), "w") as f:
+    for p in points:
+      if seconds_per_update is not None:
+        p["time/wall_seconds"] = seconds_per_update * p["step"]
+        p["time/train_seconds"] = seconds_per_update * p["step"] / 3
+      f.write(json.dumps(p) + "\n")
   return path
 
 
@@ -59,7 +62,7 @@ def test_the_pilot_size_at_its_threshold():
   assert rule.pilot_size(5.0) == 3  # "Under 5 minutes".
 
 
-def test_the_pilot_is_sized_by_the_training_minutes_seed_0_recorded(tmp_path):
+def test_the_pilot_is_sized_by_the_wall_minutes_seed_0_recorded(tmp_path):
   for s in range(5):
     for norm in ("none", "ln", "bn"):
       # Seed 0's ln 0.32 s an update (5.3 min), none and bn 0.1 (1.7): a mean of 2.9.
@@ -73,6 +76,22 @@ def test_the_pilot_is_sized_by_the_training_minutes_seed_0_recorded(tmp_path):
   slow = [r for r in runs if not (r.config["seed"] == 0 and r.config["norm"] != "ln")]
   plan = bench.seed_plan(E, "cpu", slow)  # Seed 0's ln alone: 5.3 minutes.
   assert plan.minutes == pytest.approx(5.333, abs=1e-3) and plan.pilot == (0, 1, 2)
+
+
+def test_a_seed_0_record_without_its_wall_time_leaves_the_smaller_pilot(tmp_path):
+  """Records made before lnorm recorded the wall time show their training time, a
+  lower bound: under 5 minutes of it does not show a member under 5 minutes."""
+  for norm in ("none", "ln", "bn"):
+    record(tmp_path, norm, 0, decay(200, 0),
+           seconds_per_update=None if norm == "bn" else 0.1)
+  runs = runs_lib.load_runs([str(tmp_path / "perm_mnist")])
+  plan = bench.seed_plan(E, "cpu", runs)
+  assert plan.minutes is None and plan.pilot == (0, 1, 2)
+  # Shown beside it: the training minutes (bn's 1.7, and a third of 1.7 for the others).
+  assert plan.training_minutes == pytest.approx((1.667 + 2 * 1.667 / 3) / 3, abs=1e-3)
+  plan = bench.seed_plan(E, "cpu", [r for r in runs if r.config["norm"] != "bn"])
+  assert plan.minutes == pytest.approx(1.667, abs=1e-3) and len(plan.pilot) == 5
+  assert plan.training_minutes == pytest.approx(1.667 / 3, abs=1e-3)
 
 
 def test_an_experiment_runs_the_seeds_its_neediest_claim_plans_from_its_pilot(

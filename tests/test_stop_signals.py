@@ -54,6 +54,23 @@ def test_an_interruptible_region_stops_at_once():
   assert not reached
 
 
+def _stop_in_a_region(reached):
+  with StopSignals() as signals:
+    with pytest.raises(Interrupted, match="^Stopped by SIGTERM while the data loaded.$"):
+      with signals.interruptible("while the data loaded."):
+        signal.raise_signal(signal.SIGTERM)
+        reached.append("after the signal")
+
+
+def test_a_region_entered_below_code_run_from_a_string_still_stops_at_once():
+  """What called the region does not count: pytest-xdist runs every test below code
+  exec'd from a string, and the region stopped only by the retry's timer there."""
+  reached = []
+  exec(compile("_stop_in_a_region(reached)", "<string>", "exec"),  # pylint: disable=exec-used
+       {"_stop_in_a_region": _stop_in_a_region, "reached": reached})
+  assert not reached
+
+
 def test_a_signal_before_the_region_stops_it_before_it_begins():
   with StopSignals() as signals:
     signal.raise_signal(signal.SIGINT)

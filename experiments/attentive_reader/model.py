@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from experiments.attentive_reader.initialisation import Initialisation, authors
+from lnorm.errors import ConfigError
 from lnorm.normalization import Dense, Identity
 from lnorm.rnn import RecurrentLayer, masked_mean
 
@@ -239,3 +240,19 @@ def forward_macs(config, batch_size: int, passage_tokens: int, question_tokens: 
   readout_terms = 3 if m.readout_description_skip else 2  # context, question (, mean)
   return batch_size * (lstm(tp) + lstm(tq) + attention + pooling + readout_terms * h * r
                        + r * n)
+
+
+def passage_lstm_reads(model: AttentiveReader, params, passage, passage_length):
+  """What the passage LSTM reads in evaluation (no dropout), for probes of its
+  dynamics (``lnorm.training.dynamics.Recurrence``, scripts/reader_ln_dynamics.py):
+  ``(its parameters, the embedded passage [B, T, E], passage_length, its initial
+  carry: c = 0 and the learned h0)``."""
+  if model.learn_initial_cell:
+    raise ConfigError("The probe starts the passage LSTM from the model's c = 0 and "
+                      "learned h0; with model.learn_initial_cell=True the layer holds "
+                      "its own initial state: set it to False.")
+  variables = {"params": params}
+  inputs = model.apply(variables, passage, train=False, method=AttentiveReader.embed_tokens)
+  carry = model.apply(variables, "passage", passage.shape[0],
+                      method=AttentiveReader.initial_carry)
+  return params["passage_lstm"], inputs, passage_length, carry

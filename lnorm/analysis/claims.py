@@ -37,7 +37,6 @@ from lnorm.analysis import bln_protocol
 from lnorm.analysis import compare
 from lnorm.analysis import curves as curves_lib
 from lnorm.analysis import inference
-from lnorm.analysis import report
 from lnorm.analysis import rule
 from lnorm.analysis import speed as speed_lib
 from lnorm.analysis import timing as timing_lib
@@ -98,7 +97,7 @@ def finished_runs(runs: Sequence[Run], experiment: str) -> list[Run]:
   """The runs of ``experiment`` that a verdict counts: trained to the end, or stopped
   as not finite (a seed that never reaches a level)."""
   return [r for r in runs if str(r.config.get("experiment")) == experiment
-          and report._finished(r)]  # pylint: disable=protected-access
+          and r.finished]
 
 
 def _seed(run: Run) -> int:

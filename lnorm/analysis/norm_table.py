@@ -90,7 +90,7 @@ def collect(paths: Sequence[str]) -> NormTable:
 
 
 def from_runs(runs: Sequence[Run], paths: Sequence[str] = ()) -> NormTable:
-  finished = [r for r in runs if report._finished(r)]  # pylint: disable=protected-access
+  finished = [r for r in runs if r.finished]
   if not finished:
     raise UserError("No finished runs found (a run is finished when it logged its last "
                     "epoch), so there is nothing to put in the table.")
@@ -107,7 +107,7 @@ def from_runs(runs: Sequence[Run], paths: Sequence[str] = ()) -> NormTable:
   values = _variant_values([p[3] for p in parts])
   columns = [_column(experiment, context, metric, members, values)
              for experiment, metric, context, members in parts]
-  return NormTable(columns, [r.path for r in runs if not report._finished(r)])  # pylint: disable=protected-access
+  return NormTable(columns, [r.path for r in runs if not r.finished])
 
 
 def _path_rank(run: Run, paths: Sequence[str]) -> int:

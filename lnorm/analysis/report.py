@@ -27,7 +27,7 @@ from lnorm.analysis import published as results
 from lnorm.analysis import runs as runs_lib
 from lnorm.errors import UserError
 from lnorm.analysis.runs import Run
-from lnorm.training.defaults import has_diverged, is_complete
+
 
 #: The baselines ``lnorm report`` tries, in order, for its updates-to-target tables.
 REPORT_BASELINES = ("norm=none", "norm=bn")
@@ -51,12 +51,6 @@ class Row:
   def best_at(self) -> str:
     """The best value and, in brackets, the epoch it was logged at."""
     return f"{self.best} ({self.best_epoch})" if self.best_epoch else self.best
-
-
-def _finished(run: Run) -> bool:
-  """Trained as long as its config asks, or stopped for good on a value that was not
-  finite (a seed that never reaches any target)."""
-  return is_complete(run.config, run.epochs) or has_diverged(run.points)
 
 
 def data_description(run: Run) -> tuple[str, bool]:
@@ -164,8 +158,8 @@ def collect(paths: Sequence[str]) -> Report:
   """Report rows for the finished runs under ``paths``, the unfinished runs, and the
   updates-to-target tables of experiments whose runs differ in the normalizer."""
   runs = runs_lib.load_runs(paths)
-  finished = [r for r in runs if _finished(r)]
-  unfinished = [r.path for r in runs if not _finished(r)]
+  finished = [r for r in runs if r.finished]
+  unfinished = [r.path for r in runs if not r.finished]
   by_experiment: dict[str, list[Run]] = {}
   for r in finished:
     by_experiment.setdefault(r.config.get("experiment", "?"), []).append(r)

@@ -30,8 +30,8 @@ CONFIDENCE = 0.95
 ALPHA = 0.05
 #: The pilot: no verdict with fewer seeds on either side of a claim ...
 MIN_SEEDS = 3
-#: ... and five seeds where an experiment's member takes under QUICK_MINUTES of
-#: training, as its seed-0 records measure it (:func:`pilot_size`).
+#: ... and five seeds where an experiment's member takes under QUICK_MINUTES of wall
+#: time, as its seed-0 records measure it (:func:`pilot_size`).
 QUICK_PILOT_SEEDS = 5
 QUICK_MINUTES = 5.0
 #: Seeds by power: enough to detect the claim's minimum effect with this power, at
@@ -140,9 +140,9 @@ def planning_alpha() -> float:
 
 
 def pilot_size(minutes: float | None) -> int:
-  """The pilot's seeds for an experiment whose members take ``minutes`` of training
-  (the mean of its seed-0 records; None before any is recorded: the smaller pilot,
-  which every pilot begins with)."""
+  """The pilot's seeds for an experiment whose members take ``minutes`` of wall time
+  (the mean of its seed-0 records; None before any is recorded, or where one does not
+  record its wall time: the smaller pilot, which every pilot begins with)."""
   if minutes is not None and minutes < QUICK_MINUTES:
     return QUICK_PILOT_SEEDS
   return MIN_SEEDS
@@ -164,7 +164,8 @@ def parameters() -> dict[str, Any]:
                       "that can be true at once (shaffer)",
       "min_seeds": MIN_SEEDS, "quick_pilot_seeds": QUICK_PILOT_SEEDS,
       "quick_minutes": QUICK_MINUTES,
-      "pilot": "mean time/train_seconds of the experiment's seed-0 records",
+      "pilot": "mean time/wall_seconds of the experiment's seed-0 records; the smaller "
+               "pilot where one does not record it",
       "judged_seeds": "the pilot and the plan from the pilot alone; later seeds exploratory",
       "power": POWER, "power_tails": "nct sf of both tails",
       "planned_claims": PLANNED_CLAIMS, "seed_cap": SEED_CAP,

@@ -41,6 +41,8 @@ SWEEP_FILE = "sweep.json"
 EPOCH_KEY = "time/epoch_seconds"
 #: Cumulative training wall time (compilation and evaluation excluded) at a record.
 TRAIN_SECONDS_KEY = "time/train_seconds"
+#: All of a run's wall time from its set-up on (lnorm.training.loop), across resumes.
+WALL_SECONDS_KEY = "time/wall_seconds"
 COMPILE_KEY = "time/compile_seconds"
 
 #: Config fields that never explain a difference between runs.

@@ -13,6 +13,9 @@ per-example normalizer. A normalizer from the user's file, named
 ``batch_stats`` collection (pass ``mutable=['batch_stats']`` in training). Keras's
 per-sequence dropout of x and h works with every variant:
 ``make_lstm_cell('ln', dropout=0.2, recurrent_dropout=0.2)`` (needs a 'dropout' rng).
+How a layer runs its cells, the option ``impl`` (the config's ``lstm_impl``): lnorm's
+scan, cuDNN for the plain LSTM, or the Pallas step kernels for a GPU
+(:mod:`lnorm.rnn.implementation`).
 """
 
 from lnorm.rnn.cells import CellNorms, DropoutMasks, GRUCell, LSTMCell, recurrence_path

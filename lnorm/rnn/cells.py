@@ -38,10 +38,11 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lnorm.rnn import cudnn
+from lnorm.rnn import cudnn, gpu_recurrence, implementation, kernel_norms
 from lnorm.rnn.fused import LSTMRecurrenceParams, lstm_recurrence
 from lnorm.rnn.fused_gru import GRURecurrenceParams, gru_recurrence
 from lnorm.rnn.norms import StepIdentity
+from lnorm.rnn.pallas_steps import GRUKernelParams, GRUSteps, LSTMKernelParams, LSTMSteps
 
 ModuleFactory = Callable[..., nn.Module]
 Initializer = Callable[..., jax.Array]
@@ -129,7 +130,31 @@ def _check_time_major(x: jax.Array, what: str) -> None:
                      f"shape {x.shape}; RecurrentLayer does the transposition for you.")
 
 
-class LSTMCell(nn.RNNCellBase):
+class _Paths:
+  """How ``RecurrentLayer`` may run a cell besides ``nn.scan`` of its ``__call__``: what
+  the LSTM and the GRU share (each adds ``fused_scan``, the LSTM ``cudnn_scan``)."""
+
+  @property
+  def recurrence(self) -> str:
+    """How ``RecurrentLayer`` runs this cell here: 'cudnn' (``cudnn_scan``), 'pallas'
+    (``pallas_scan``), 'fused' (``fused_scan``) or 'step-by-step', its ``impl``
+    resolved for this process's backend (:mod:`lnorm.rnn.implementation`)."""
+    return _path(type(self), self.norms, self.impl, self.recurrent_dropout, self.fusable)
+
+  def pallas_scan(self, carry, x, *, train: bool = False, lengths=None, mask=None,
+                  dropout: DropoutMasks = DropoutMasks(None, None)):
+    """``project``, then the recurrence through the Pallas step kernels
+    (:mod:`lnorm.rnn.gpu_recurrence`), run to the longest of ``lengths [B]`` (None: all
+    T): the values and gradients of scanning ``__call__``. ``x [T, B, I]`` is
+    time-major, ``mask [T, B]`` marks the real steps, ``dropout`` holds the sequence's
+    masks. Returns ``(carry at each sequence's end, hs [T, B, H])``."""
+    projected = self.project(x, train=train, mask=mask, dropout_mask=dropout.inputs)
+    _check_mask_given(dropout.state, self.recurrent_dropout, train, "its state")
+    return gpu_recurrence.recurrence(self.kernel_steps, self.kernel_params(), projected,
+                                     carry, lengths=lengths, recurrent_mask=dropout.state)
+
+
+class LSTMCell(_Paths, nn.RNNCellBase):
   """LSTM with gates ordered (f, i, o, g) over one concatenated 4H projection:
 
   ``(f, i, o, g) = N_h(W_h h) + N_x(W_x x) + b``,
@@ -146,8 +171,8 @@ class LSTMCell(nn.RNNCellBase):
   carry_init: Initializer = nn.initializers.zeros
   dropout: float = 0.0  # Keras's dropout: on x, in training (see the module doc).
   recurrent_dropout: float = 0.0  # Keras's recurrent_dropout: on h before W_h.
-  #: How RecurrentLayer runs the recurrence: 'auto' (cuDNN on a GPU where it can run
-  #: the cell, lnorm's scan elsewhere), 'scan' or 'cudnn' (lnorm.rnn.cudnn).
+  #: How RecurrentLayer runs the recurrence: 'auto', 'scan', 'cudnn' or 'pallas'
+  #: (lnorm.rnn.implementation).
   impl: str = "auto"
 
   def setup(self):
@@ -193,15 +218,30 @@ class LSTMCell(nn.RNNCellBase):
     ``dropout_masks().state``."""
     c, h = carry
     gates_x, step, mask = inputs
-    h_in = _apply_mask(h, recurrent_mask, self.recurrent_dropout, train, "its state")
-    wh = self.hidden_norm(self.hidden_proj(h_in), train=train, step=step, mask=mask)
-    f, i, o, g = jnp.split(wh + gates_x, 4, axis=-1)
+    f, i, o, g = self.gate_preactivations(h, gates_x, train=train, step=step, mask=mask,
+                                          recurrent_mask=recurrent_mask)
     c = nn.sigmoid(f) * c + nn.sigmoid(i) * jnp.tanh(g)
     h = nn.sigmoid(o) * jnp.tanh(self.cell_norm(c, train=train, step=step, mask=mask))
     return (c, h), h
 
+  def gate_preactivations(self, h, gates_x, *, train: bool = False, step, mask=None,
+                          recurrent_mask=None):
+    """The gates ``(f, i, o, g)`` before their nonlinearities, ``N_h(W_h h) + gates_x``
+    with ``gates_x`` from ``project``: one step's (``h [B, H]``), or, for a probe of a
+    whole sequence, every step's at once (time-major ``h [T, B, H]`` of the states
+    each step read, ``step`` the ``[T]`` time indices, as ``project`` passes them)."""
+    h_in = _apply_mask(h, recurrent_mask, self.recurrent_dropout, train, "its state")
+    wh = self.hidden_norm(self.hidden_proj(h_in), train=train, step=step, mask=mask)
+    return jnp.split(wh + gates_x, 4, axis=-1)
+
   #: The CellNorms fields whose normalizers the fused recurrence must run itself.
   fused_norms = ("input_norm", "hidden_norm", "cell_norm")
+  #: Where the cell normalizes something, and where in the recurrence (what the step
+  #: kernels must run; the input normalizer runs in ``project``).
+  norm_places = ("input_norm", "hidden_norm", "cell_norm")
+  kernel_places = ("hidden_norm", "cell_norm")
+  kind = "LSTM"
+  kernel_steps = LSTMSteps()
 
   @property
   def fusable(self) -> bool:
@@ -229,13 +269,12 @@ class LSTMCell(nn.RNNCellBase):
     return lstm_recurrence(params, gates_x, carry, step_mask=mask,
                            recurrent_mask=dropout.state, unroll=unroll)
 
-  @property
-  def uses_cudnn(self) -> bool:
-    """Whether ``RecurrentLayer`` runs this cell through cuDNN (``cudnn_scan``): its
-    ``impl`` resolved for this process's backend (:func:`lnorm.rnn.cudnn.resolve`).
-    A cell made unfusable (``lnorm.training.throughput.scanned_recurrences``) scans."""
-    resolved = _lstm_impl(self.norms, self.impl, self.recurrent_dropout)
-    return resolved == "cudnn" and self.fusable
+  def kernel_params(self) -> LSTMKernelParams:
+    """What the step kernels differentiate (``pallas_scan``); after init."""
+    h = self.hidden_size
+    return LSTMKernelParams(self.hidden_proj.kernel_matrix(),
+                            kernel_norms.of_module(self.hidden_norm, 4 * h),
+                            kernel_norms.of_module(self.cell_norm, h))
 
   def cudnn_scan(self, carry, x, *, train: bool = False, lengths=None,
                  dropout: DropoutMasks = DropoutMasks(None, None)):
@@ -268,7 +307,7 @@ class LSTMCell(nn.RNNCellBase):
     return 1
 
 
-class GRUCell(nn.RNNCellBase):
+class GRUCell(_Paths, nn.RNNCellBase):
   """GRU of docs/experiments.md sec. 4 (LN paper eq. 26-28), not flax's cuDNN-style cell:
 
   ``(z, r) = N1(W_h h) + N2(W_x x)`` over the concatenated 2H,
@@ -289,6 +328,9 @@ class GRUCell(nn.RNNCellBase):
   carry_init: Initializer = nn.initializers.zeros
   dropout: float = 0.0  # Keras's dropout: on x, in training (see the module doc).
   recurrent_dropout: float = 0.0  # Keras's recurrent_dropout: on h before W_h, U.
+  #: How RecurrentLayer runs the recurrence: 'auto', 'scan' or 'pallas'
+  #: (lnorm.rnn.implementation; cuDNN runs no GRU).
+  impl: str = "auto"
 
   def setup(self):
     _check_rates(self)
@@ -337,8 +379,12 @@ class GRUCell(nn.RNNCellBase):
   #: The CellNorms fields whose normalizers the fused recurrence must run itself (the
   #: input normalizers run in ``project``, outside it).
   fused_norms = ("hidden_norm",)
-  #: cuDNN runs the LSTM only (lnorm.rnn.cudnn).
-  uses_cudnn = False
+  #: Where the cell normalizes something, and where in the recurrence (what the step
+  #: kernels must run).
+  norm_places = ("input_norm", "hidden_norm")
+  kernel_places = ("hidden_norm",)
+  kind = "GRU"
+  kernel_steps = GRUSteps()
 
   @property
   def fusable(self) -> bool:
@@ -360,6 +406,13 @@ class GRUCell(nn.RNNCellBase):
                                  self.hidden_candidate_norm.row_norm(h))
     return gru_recurrence(params, projected, carry, step_mask=mask,
                           recurrent_mask=dropout.state, unroll=unroll)
+
+  def kernel_params(self) -> GRUKernelParams:
+    """What the step kernels differentiate (``pallas_scan``); after init."""
+    h = self.hidden_size
+    return GRUKernelParams(self.hidden_proj.kernel_matrix(),
+                           kernel_norms.of_module(self.hidden_gate_norm, 2 * h),
+                           kernel_norms.of_module(self.hidden_candidate_norm, h))
 
   @nn.nowrap
   def initialize_carry(self, rng, input_shape):
@@ -403,26 +456,35 @@ def _refuse_unfusable(cell) -> None:
         "(RecurrentLayer does so by itself for such a cell).")
 
 
-def _lstm_impl(norms: CellNorms, impl: str, recurrent_dropout: float) -> str:
-  """'cudnn' or 'scan': how an LSTM cell with these options runs here."""
-  normalized = [field for field in LSTMCell.fused_norms
-                if _module_class(getattr(norms, field)) is not StepIdentity]
-  return cudnn.resolve(impl, norms.name, normalized, recurrent_dropout)
+def _resolve(cell_cls, norms: CellNorms, impl: str, recurrent_dropout: float) -> str:
+  """'cudnn', 'pallas' or 'scan': how a cell with these options runs here."""
+  place_class = lambda place: _module_class(getattr(norms, place))
+  normalized = [p for p in cell_cls.norm_places if place_class(p) is not StepIdentity]
+  unrunnable = [f"{p} ({place_class(p).__name__})" for p in cell_cls.kernel_places
+                if not kernel_norms.runs_in_kernels(place_class(p))]
+  return implementation.resolve(cell_cls.kind, impl, norms.name, normalized, unrunnable,
+                                recurrent_dropout)
+
+
+def _path(cell_cls, norms: CellNorms, impl: str, recurrent_dropout: float,
+          fusable: bool) -> str:
+  resolved = _resolve(cell_cls, norms, impl, recurrent_dropout)
+  if resolved == "pallas" or (resolved == "cudnn" and fusable):
+    return resolved
+  return "fused" if fusable else "step-by-step"
 
 
 def recurrence_path(cell_factory: CellFactory) -> str:
-  """'cudnn', 'fused' or 'step-by-step': how :class:`lnorm.rnn.RecurrentLayer` (with
-  its default ``fused=True``) runs the cells ``cell_factory`` builds, in this process
-  (cuDNN is chosen by the backend, :mod:`lnorm.rnn.cudnn`)."""
+  """'cudnn', 'pallas', 'fused' or 'step-by-step': how :class:`lnorm.rnn.RecurrentLayer`
+  (with its default ``fused=True``) runs the cells ``cell_factory`` builds, in this
+  process (:mod:`lnorm.rnn.implementation`); an ``impl`` that cannot run them is
+  refused in one line."""
   cell_cls = _module_class(cell_factory)
   options = cell_factory.keywords
   norms = options["norms"]
-  # First, so that impl='cudnn' for a cell cuDNN cannot run is refused, not ignored.
-  if cell_cls is LSTMCell and _lstm_impl(
-      norms, options.get("impl", LSTMCell.impl),
-      options.get("recurrent_dropout", LSTMCell.recurrent_dropout)) == "cudnn":
-    return "cudnn"
-  return "fused" if _fusable(cell_cls, norms) else "step-by-step"
+  return _path(cell_cls, norms, options.get("impl", cell_cls.impl),
+               options.get("recurrent_dropout", cell_cls.recurrent_dropout),
+               _fusable(cell_cls, norms))
 
 
 def bind_norms(cell_cls, norms: CellNorms, **options) -> CellFactory:

@@ -8,18 +8,13 @@ nothing sits between those matmuls and the gates: no normalizer in the recurrenc
 (variants ``none`` and ``wn``, whose weight-normalized kernels are passed as plain
 matrices) and no recurrent dropout (the input dropout multiplies x before the call).
 
-The implementation is a cell option, ``impl`` (the config field ``lstm_impl``):
-
-* ``auto`` (the default): cuDNN where it can run the cell, on a GPU; lnorm's own scan
-  (the fused recurrence of :mod:`lnorm.rnn.fused`, or step by step) elsewhere. On a
-  CPU or a TPU nothing changes.
-* ``scan``: always lnorm's own recurrence.
-* ``cudnn``: always cuDNN, and a one-line error where it cannot run.
-
-It is resolved where the model is traced, by the backend of that process
+The choice is the cell option ``impl`` (the config field ``lstm_impl``,
+:mod:`lnorm.rnn.implementation`): ``auto`` runs cuDNN where it can run the cell, on a
+GPU, ``cudnn`` always, with a one-line error where it cannot (:func:`refusal` says
+why). It is resolved where the model is traced, by the backend of that process
 (``jax.default_backend()``), as the CPU layouts of ``Dense`` are: a step exported for
-``cuda`` on a CPU host (``lnorm check``) carries the scan. The run's ``config.json``
-says which ran (``recurrence``: ``cudnn``, ``fused`` or ``step-by-step``).
+``cuda`` on a CPU host (``lnorm check``) carries lnorm's own recurrence. The run's
+``config.json`` says which ran (``recurrence``).
 
 The weights are lnorm's, mapped into cuDNN's packed layout at every call
 (:func:`pack_weights`): the same parameters give the same outputs, and their gradients
@@ -35,10 +30,6 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from lnorm.errors import ConfigError
-
-#: The values of the LSTM's ``impl`` option (config field ``lstm_impl``).
-IMPLEMENTATIONS = ("auto", "scan", "cudnn")
 
 #: cuDNN's gate order (i, f, g, o) as indices of lnorm's blocks (f, i, o, g).
 _CUDNN_GATES = (1, 0, 3, 2)
@@ -46,13 +37,6 @@ _CUDNN_GATES = (1, 0, 3, 2)
 #: ``jax_default_matmul_precision`` values that ask for bfloat16 passes, which cuDNN's
 #: LSTM does not offer (``jax.experimental.rnn`` raises NotImplementedError).
 _BFLOAT16_PRECISIONS = ("bfloat16", "fastest", "default")
-
-
-def check_impl(impl: str) -> None:
-  if impl not in IMPLEMENTATIONS:
-    raise ConfigError(f"lstm_impl={impl!r}: use one of {', '.join(IMPLEMENTATIONS)} "
-                      "(auto: cuDNN on a GPU where it can run the LSTM, lnorm's scan "
-                      "elsewhere).")
 
 
 def _on_gpu() -> bool:
@@ -79,23 +63,6 @@ def refusal(variant: str, normalized: list[str], recurrent_dropout: float) -> st
   if not _on_gpu():
     return f"cuDNN needs an NVIDIA GPU, and JAX runs on {jax.default_backend()}"
   return None
-
-
-def resolve(impl: str, variant: str, normalized: list[str],
-            recurrent_dropout: float) -> str:
-  """``'cudnn'`` or ``'scan'``: what an LSTM with these options (see :func:`refusal`)
-  runs as here, for its ``impl``."""
-  check_impl(impl)
-  if impl == "scan":
-    return "scan"
-  why = refusal(variant, normalized, recurrent_dropout)
-  if why is None:
-    return "cudnn"
-  if impl == "cudnn":
-    raise ConfigError(f"lstm_impl='cudnn' cannot run this LSTM: {why}. Use "
-                      "--config.lstm_impl=auto (cuDNN where it can, lnorm's scan "
-                      "elsewhere) or scan.")
-  return "scan"
 
 
 def _cudnn_gate_rows(m: jax.Array) -> jax.Array:

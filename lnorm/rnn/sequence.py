@@ -5,8 +5,11 @@ works time-major inside. Per layer and direction it calls the cell's ``project``
 once for all time steps (one matmul outside the recurrence) and scans only the
 recurrent half: through the cell's own ``fused_scan`` when it has one (the LSTM and
 the GRU without recurrent BN, :mod:`lnorm.rnn.fused` and :mod:`lnorm.rnn.fused_gru`),
-else ``__call__`` under ``nn.scan``. On a GPU the plain LSTM runs through cuDNN
-instead (``cudnn_scan``, :mod:`lnorm.rnn.cudnn`), projection and recurrence at once.
+else ``__call__`` under ``nn.scan``. On an NVIDIA GPU the plain LSTM runs through cuDNN
+instead (``cudnn_scan``, :mod:`lnorm.rnn.cudnn`), projection and recurrence at once,
+and the normalized cells through the Pallas step kernels (``pallas_scan``,
+:mod:`lnorm.rnn.gpu_recurrence`), to the batch's longest sequence; the cell's ``impl``
+chooses (:mod:`lnorm.rnn.implementation`).
 Padded steps keep the previous state, so the scan's final carry is the state at
 each sequence's true length; padded outputs are zero. A cell with
 ``dropout``/``recurrent_dropout`` gets its two masks drawn once per sequence, here,
@@ -92,11 +95,12 @@ class RecurrentLayer(nn.Module):
       the inputs and states is the cell's (``make_lstm_cell(..., dropout=,
       recurrent_dropout=)``).
     unroll: time steps per scan iteration (``lax.scan(unroll=...)``).
-    fused: run a cell that offers it (``cell.fusable``: the LSTM and the GRU with
-      LN, RMSNorm, ScaleNorm, LayerNorm-simple or no recurrent normalizer) through its ``fused_scan``, whose
-      hand-written backward pass is faster than differentiating ``nn.scan``, or, for
-      an LSTM whose ``impl`` resolves to cuDNN here, through ``cudnn_scan``. False
-      always scans ``__call__``; all give the same values and gradients.
+    fused: run a cell the way its ``cell.recurrence`` says: through its
+      ``fused_scan`` (the LSTM and the GRU with LN, RMSNorm, ScaleNorm,
+      LayerNorm-simple or no recurrent normalizer), whose hand-written backward pass
+      is faster than differentiating ``nn.scan``, or, where its ``impl`` resolves to
+      them, ``cudnn_scan`` or ``pallas_scan``. False always scans ``__call__``; all
+      give the same values and gradients.
   """
 
   cell: Callable[..., nn.RNNCellBase]
@@ -148,11 +152,18 @@ class RecurrentLayer(nn.Module):
             h_tm[::-1] if backward else h_tm)
         carry = self._initial_carry(cell, name, inputs.shape[1:], initial_carry)
         dropout = cell.dropout_masks(inputs.shape[1:], train=train)
-        if self.fused and not self.is_initializing() and cell.uses_cudnn:
+        # Initialization scans: it creates the parameters the other paths read.
+        path = (cell.recurrence if self.fused and not self.is_initializing()
+                else "step-by-step")
+        if path == "cudnn":
           carry, ys = cell.cudnn_scan(carry, inputs, train=train,
                                       lengths=lengths if padded else None,
                                       dropout=dropout)
-        elif self.fused and cell.fusable and not self.is_initializing():
+        elif path == "pallas":
+          carry, ys = cell.pallas_scan(carry, inputs, train=train,
+                                       lengths=lengths if padded else None,
+                                       mask=mask_tm if padded else None, dropout=dropout)
+        elif path == "fused":
           carry, ys = cell.fused_scan(carry, inputs, train=train,
                                       mask=mask_tm if padded else None, dropout=dropout,
                                       unroll=self.unroll)

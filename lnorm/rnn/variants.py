@@ -14,9 +14,11 @@ a gain and no bias. The LSTM adds its gate bias b after the norms, as in every
 variant; the GRU's input projection keeps its biases (b, b_x) unless the input
 normalizer has its own (LN's and DyT's beta), as LN-GRU eq. 26-28 have it.
 
-LN, RMSNorm, ScaleNorm, LayerNorm-simple and the identity run through the fused
-recurrences; DyT, recurrent BN and imported normalizers step by step
-(:func:`recurrence_path` says which, and the run's ``config.json`` records it).
+On a CPU, LN, RMSNorm, ScaleNorm, LayerNorm-simple and the identity run through the
+fused recurrences; DyT, recurrent BN and imported normalizers step by step. On an
+NVIDIA GPU every per-example normalizer runs through the Pallas step kernels and the
+plain LSTM through cuDNN (the ``impl`` option, :mod:`lnorm.rnn.implementation`;
+:func:`recurrence_path` says which, and the run's ``config.json`` records it).
 """
 
 from __future__ import annotations
@@ -24,11 +26,10 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Mapping
 
-from lnorm.errors import ConfigError
 from lnorm.models.initializers import recurrent_initializer
 from lnorm.normalization import (
     DEFINITIONS, Dense, ImportedNorm, Identity, InCells, is_import_path, load_user_norm)
-from lnorm.rnn import cudnn
+from lnorm.rnn import implementation
 from lnorm.rnn.cells import (
     CellNorms, CellFactory, GRUCell, LSTMCell, bind_norms, recurrence_path)
 
@@ -120,42 +121,38 @@ def make_lstm_cell(variant: str = "none", **options) -> CellFactory:
   ``options``: any of DEFAULT_OPTIONS, plus the LSTMCell fields ``forget_bias``,
   ``kernel_init``, ``recurrent_kernel_init``, ``carry_init``, ``dropout`` and
   ``recurrent_dropout`` (Keras's per-sequence masks on x and h, in training), and
-  ``impl`` ('auto', 'scan' or 'cudnn': :mod:`lnorm.rnn.cudnn`).
+  ``impl`` ('auto', 'scan', 'cudnn' or 'pallas': :mod:`lnorm.rnn.implementation`).
   """
+  return _cell_factory(LSTMCell, LSTM_VARIANTS, variant, options)
+
+
+def _cell_factory(cell_cls, variants, variant: str, options: dict) -> CellFactory:
   norm_opts, cell_opts = _split(options)
-  _check_fields(LSTMCell, cell_opts, "LSTM")
-  factory = bind_norms(LSTMCell, _norms("LSTM", LSTM_VARIANTS, variant, norm_opts),
+  implementation.check_impl(cell_opts.get("impl", cell_cls.impl))
+  _check_fields(cell_cls, cell_opts, cell_cls.kind)
+  factory = bind_norms(cell_cls, _norms(cell_cls.kind, variants, variant, norm_opts),
                        **cell_opts)
-  cudnn.check_impl(cell_opts.get("impl", LSTMCell.impl))
-  if cell_opts.get("impl") == "cudnn":
-    recurrence_path(factory)  # Refuses, in one line, an LSTM cuDNN cannot run here.
+  if cell_opts.get("impl") in ("cudnn", "pallas"):
+    recurrence_path(factory)  # Refuses, in one line, a cell that impl cannot run here.
   return factory
 
 
 def make_gru_cell(variant: str = "none", **options) -> CellFactory:
   """``factory(hidden_size, name=...) -> GRUCell`` for one of GRU_VARIANTS.
 
-  ``impl`` (the config's ``lstm_impl``, which ``cell_options`` passes to either cell)
-  may be 'auto' or 'scan': the GRU always runs lnorm's own recurrence.
+  ``options`` as ``make_lstm_cell``'s (no ``forget_bias``); ``impl`` (the config's
+  ``lstm_impl``, which ``cell_options`` passes to either cell) may be 'auto', 'scan' or
+  'pallas': cuDNN runs no GRU.
   """
-  norm_opts, cell_opts = _split(options)
-  impl = cell_opts.pop("impl", "auto")
-  cudnn.check_impl(impl)
-  if impl == "cudnn":
-    raise ConfigError("lstm_impl='cudnn': cuDNN runs the plain LSTM only (jax.experimental"
-                      ".rnn), and this model's cells are GRUs. Use --config.lstm_impl=auto "
-                      "or scan.")
-  _check_fields(GRUCell, cell_opts, "GRU")
-  return bind_norms(GRUCell, _norms("GRU", GRU_VARIANTS, variant, norm_opts),
-                    **cell_opts)
+  return _cell_factory(GRUCell, GRU_VARIANTS, variant, options)
 
 
 def cell_options(config) -> dict[str, Any]:
   """The cell options an experiment's config sets for every recurrent variant: the
   options of each normalizer the cells take (``norm_options.<name>``, as
   ``<name>_<option>``), how the recurrent matrix starts (``recurrent_init``, one of
-  ``lnorm.models.initializers.RECURRENT_INITS``) and how an LSTM runs (``lstm_impl``,
-  :mod:`lnorm.rnn.cudnn`). Pass them to ``make_lstm_cell``/``make_gru_cell`` beside the
+  ``lnorm.models.initializers.RECURRENT_INITS``) and how the cells run (``lstm_impl``,
+  :mod:`lnorm.rnn.implementation`). Pass them to ``make_lstm_cell``/``make_gru_cell`` beside the
   experiment's own options. A block or field the config lacks (a run saved before it
   existed) keeps its default."""
   options = {}

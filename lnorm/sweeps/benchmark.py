@@ -269,9 +269,11 @@ def seeds_by_power(experiment: suite.Experiment, scale: str,
 class SeedPlan:
   """The rule's seeds for one experiment, fixed before the seeds it adds are run.
 
-  ``minutes``: the mean training minutes of its seed-0 records (time/train_seconds,
-  compilation and evaluation excluded: what the records hold), which size the
-  ``pilot`` (rule.pilot_size; None: no seed 0 recorded yet, the smaller pilot);
+  ``minutes``: the mean wall minutes of its seed-0 records (time/wall_seconds: data
+  loading, compilation and evaluation included, what a member costs), which size the
+  ``pilot`` (rule.pilot_size; None where some seed-0 record does not show it, or none
+  is recorded yet: the smaller pilot); ``training_minutes``: their mean training
+  minutes, shown where the wall time is not recorded (a lower bound of it);
   ``planned``: the pilot and the seeds its neediest claim asks (claims.planned_seeds),
   planned from the pilot's records alone; ``pilot_evidence``: each claim judged on
   the pilot, by key (absent where the pilot is not complete)."""
@@ -279,27 +281,33 @@ class SeedPlan:
   pilot: tuple[int, ...]
   planned: tuple[int, ...]
   pilot_evidence: dict[str, claims.Evidence] = dataclasses.field(default_factory=dict)
+  training_minutes: float | None = None
 
 
-def training_minutes(run: runs_lib.Run) -> float | None:
-  """A run's training time in minutes, as its last time/train_seconds records it."""
-  known = [t for t in runs_lib.train_seconds(run.points) if t is not None]
+def _last_minutes(run: runs_lib.Run, key: str) -> float | None:
+  """A run's last value of the clock ``key`` (a time/... field), in minutes."""
+  known = [p[key] for p in run.points if p.get(key) is not None]
   return known[-1] / 60 if known else None
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+  """The mean of ``values``; None when there are none or one is unknown."""
+  return None if not values or None in values else sum(values) / len(values)
 
 
 def seed_plan(experiment: suite.Experiment, scale: str,
               runs: Sequence[runs_lib.Run]) -> SeedPlan:
   """The rule's seeds for ``experiment`` from its records ``runs`` (those under the
-  rule): the pilot, five seeds where its seed-0 members took under 5 minutes of
-  training, else three; once every claim's pilot is recorded, as many more as the
-  claim that needs the most asks, to detect its minimum effect (at most
-  rule.SEED_CAP, and only where that many can decide it), every normalizer at that
-  count. Planned from the pilot's seeds alone, so that the plan does not move as the
-  added seeds finish: later seeds are exploratory."""
-  first = [m for m in (training_minutes(r) for r in runs
-                       if r.config.get("experiment") == experiment.name
-                       and r.config.get("seed") == 0) if m is not None]
-  minutes = sum(first) / len(first) if first else None
+  rule): the pilot, five seeds where its seed-0 members took under 5 minutes of wall
+  time, else (or where a seed-0 record does not show it) three; once every claim's
+  pilot is recorded, as many more as the claim that needs the most asks, to detect
+  its minimum effect (at most rule.SEED_CAP, and only where that many can decide it),
+  every normalizer at that count. Planned from the pilot's seeds alone, so that the
+  plan does not move as the added seeds finish: later seeds are exploratory."""
+  first = [r for r in runs
+           if r.config.get("experiment") == experiment.name and r.config.get("seed") == 0]
+  minutes = _mean([_last_minutes(r, runs_lib.WALL_SECONDS_KEY) for r in first])
+  training = _mean([_last_minutes(r, runs_lib.TRAIN_SECONDS_KEY) for r in first])
   pilot = tuple(suite.pilot_seeds(minutes))
   on_pilot = [r for r in runs if r.config.get("seed") in pilot]
   count, evidence = len(pilot), {}
@@ -310,7 +318,7 @@ def seed_plan(experiment: suite.Experiment, scale: str,
     ev = claims.judge(on_pilot, experiment.name, claim, experiment.metric)
     evidence[claim.key] = ev
     count = max(count, claims.planned_seeds(ev, len(pilot)))
-  return SeedPlan(minutes, pilot, tuple(range(count)), evidence)
+  return SeedPlan(minutes, pilot, tuple(range(count)), evidence, training)
 
 
 # --- records -----------------------------------------------------------------------------
@@ -807,7 +815,7 @@ class Report:
   def _seeds_markdown(self) -> list[str]:
     """The seeds table: the pilot, what it planned, and what each verdict judged."""
     lines = ["", "Seeds (the pilot: 5 seeds where the experiment's seed-0 members took under "
-             f"{rule.QUICK_MINUTES:g} minutes of training, else 3; then seeds by power, "
+             f"{rule.QUICK_MINUTES:g} minutes of wall time, else 3; then seeds by power, "
              f"planned from the pilot alone: detect the claim's minimum effect at "
              f"{rule.POWER:.0%} power, two-sided level {rule.ALPHA:g}/{rule.PLANNED_CLAIMS}, "
              f"at most {rule.SEED_CAP} seeds on a CPU; every verdict judges the planned "
@@ -843,7 +851,12 @@ def _effect(c: suite.Claim) -> str:
 def _pilot_cell(v: ClaimResult) -> str:
   if v.plan is None:
     return "— (--seeds)"
-  minutes = "not measured" if v.plan.minutes is None else f"{v.plan.minutes:.1f} min"
+  if v.plan.minutes is not None:
+    minutes = f"{v.plan.minutes:.1f} min"
+  elif v.plan.training_minutes is not None:
+    minutes = f"wall time not recorded; training alone {v.plan.training_minutes:.1f} min"
+  else:
+    minutes = "not measured"
   return f"{len(v.plan.pilot)} ({minutes})"
 
 

@@ -86,11 +86,13 @@ def base_config() -> ml_collections.ConfigDict:
   c.progress_bar = True
   c.progress_every_secs = 30.0
   c.matmul_precision = "default"  # 'highest' to disable TF32/bf16 passes on GPU/TPU.
-  # How recurrent layers run an LSTM (lnorm.rnn.cudnn): 'auto' runs the plain LSTM (no
-  # normalizer in the recurrence, no recurrent dropout) through cuDNN on a GPU and
-  # lnorm's own scan elsewhere; 'scan' always lnorm's; 'cudnn' always cuDNN, an error
-  # where it cannot run. The same parameters give the same outputs either way (up to
-  # float rounding), so a run may resume under another choice. config.json's
+  # How recurrent layers run their LSTMs and GRUs (lnorm.rnn.implementation): 'auto'
+  # runs, on an NVIDIA GPU, the plain LSTM (no normalizer in the recurrence, no
+  # recurrent dropout) through cuDNN and the normalized cells through the Pallas step
+  # kernels, and lnorm's own scan elsewhere; 'scan' always lnorm's; 'cudnn' always
+  # cuDNN, 'pallas' always the kernels (interpreted, slowly, without an NVIDIA GPU),
+  # each an error where it cannot run. The same parameters give the same outputs every
+  # way (up to float rounding), so a run may resume under another choice. config.json's
   # "recurrence" says which ran.
   c.lstm_impl = "auto"
 

@@ -12,9 +12,11 @@ every few minutes and on SIGTERM or Ctrl-C (``stop_signals``: checked between th
 phases of the set-up and after every train call); and exact resumption, because the
 data order and the step RNG depend only on (seed, epoch, step).
 
-What ``metrics.jsonl`` holds (every point has ``step`` and ``time/train_seconds``, the
+What ``metrics.jsonl`` holds (every point has ``step``, ``time/train_seconds``, the
 wall time spent in training calls since the run began, compilation, evaluation and
-checkpointing excluded, carried across resumes):
+checkpointing excluded, and ``time/wall_seconds``, all of the run's wall time from the
+set-up on, data loading, compilation and evaluation included: what a member costs, as
+the benchmark's pilot reads it; both carried across resumes):
 
 - an epoch record at each epoch end, told apart by ``time/epoch_seconds``: the epoch's
   train means, throughput and norms, and the ``eval_splits`` (plus the
@@ -91,7 +93,7 @@ from lnorm.training.stop_signals import StopSignals
 from lnorm.training.steps import (SplitEvaluator, make_eval_step, make_train_chunk,
                                   make_train_step)
 from lnorm.training.task import Task
-from lnorm.training.train_state import TrainState
+from lnorm.training.train_state import TrainState, seed_keys
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
@@ -108,6 +110,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
   if signals is None:
     with StopSignals() as signals:
       return train_and_evaluate(config, workdir, task, signals)
+  started = time.time()
   run = set_up(config, os.path.abspath(workdir), task, signals)
   with contextlib.ExitStack() as cleanup:
     checkpointer = Checkpointer(run.workdir)
@@ -118,7 +121,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     checkpointer.check_room(state)  # Before an epoch is trained that could not be saved.
     writer = _open_records(run, state, start_step)
     cleanup.callback(writer.close)
-    training = _Training(run, checkpointer, writer, host)
+    training = _Training(run, checkpointer, writer, host, started)
     _stop_before_training(signals, checkpointer)
     step, last_metrics = start_step, {}
     with training.progress(start_step):
@@ -222,16 +225,19 @@ class _Training:
   and timed checkpoints) and ``end_epoch`` (the epoch record and its checkpoint)."""
 
   def __init__(self, run: Run, checkpointer: Checkpointer, writer: MetricWriter,
-               host: dict[str, Any]):
+               host: dict[str, Any], started: float):
     config = self.config = run.config
     self.run, self.task = run, run.task
     self.checkpointer, self.writer, self.host = checkpointer, writer, host
+    # The run's wall time: what earlier processes spent up to the checkpoint resumed
+    # from (a stretch past it that a kill lost is spent again, and counted again).
+    self._wall_before, self._started = host.get("wall_seconds", 0.0), started
     # An evaluation beyond the data splits, for tasks that define one (skip-thoughts:
     # its encoder on SentEval), every periodic_eval_every_steps updates.
     self.periodic_every = config.get("periodic_eval_every_steps", 0)
     self.checkpoint_timer = CheckpointTimer(config.checkpoint_every_secs,
                                             checkpointer.latest_step() is not None)
-    _, self.train_rng = jax.random.split(jax.random.key(config.seed))
+    _, self.train_rng = seed_keys(config.seed)
     self.every_secs = config.get("progress_every_secs", 30.0)
     # The model select_on picks, for test at the evaluation validation selects.
     self.selected = (SelectedModel(config.select_on, run.workdir)
@@ -271,7 +277,17 @@ class _Training:
     return self._bar
 
   def write(self, step: int, metrics: dict[str, Any]) -> None:
-    self.writer.write(step, {**metrics, "time/train_seconds": self.host["train_seconds"]})
+    self.writer.write(step, {**metrics, **self._times()})
+
+  def _times(self) -> dict[str, float]:
+    """The clocks every point carries; the wall clock also into the checkpoint's host."""
+    self.host["wall_seconds"] = self._wall_before + time.time() - self._started
+    return {"time/train_seconds": self.host["train_seconds"],
+            "time/wall_seconds": self.host["wall_seconds"]}
+
+  def _save(self, step: int, state) -> None:
+    self._times()
+    self.checkpointer.save(step, state, self.host)
 
   @contextlib.contextmanager
   def _off_the_epoch_clock(self) -> Iterator[None]:
@@ -320,11 +336,11 @@ class _Training:
       if signals.received:
         break
       if self.checkpoint_timer.due() and in_epoch < stop:
-        self.checkpointer.save(step, state, host)
+        self._save(step, state)
         self.checkpoint_timer.saved()
     host["epoch_seconds"] += time.time() - self._epoch_start
     if signals.received and in_epoch < stop:
-      self.checkpointer.save(step, state, host)
+      self._save(step, state)
       self.checkpointer.wait()
       raise Interrupted(
           f"Stopped by {signals.received} at step {step} (epoch {epoch + 1}/"
@@ -440,7 +456,7 @@ class _Training:
                                                       run.workdir, step, self.writer))
     if extra:
       metrics.update(extra)
-    metrics["time/train_seconds"] = host["train_seconds"]
+    metrics.update(self._times())
     self.writer.write(step, metrics)
     logging.info("epoch %.4g: %s", metrics["epoch"], records.format_metrics(metrics))
     if epoch_done:
@@ -449,7 +465,7 @@ class _Training:
       # This record stands in for the mid-epoch evaluation due here: a longer run
       # continuing from it must count its gradient window as an uninterrupted one.
       host["eval_window"] = records.gradient_window()
-    self.checkpointer.save(step, state, host)
+    self._save(step, state)
     self.checkpoint_timer.saved()
     if signals.received and step < run.total_steps:
       self.checkpointer.wait()

@@ -32,6 +32,7 @@ import numpy as np
 
 from lnorm.data.core import Dataset
 from lnorm.errors import UserError
+from lnorm.rnn.kernel_launch import TRITON_CUSTOM_CALL
 from lnorm.training import assembly
 from lnorm.training.steps import make_eval_step, make_train_chunk, make_train_step
 from lnorm.training.task import Task
@@ -39,6 +40,12 @@ from lnorm.training.train_state import TrainStateInitializer
 
 #: Platforms ``jax.export`` lowers for.
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+
+#: Custom calls the steps may hold that ``jax.export`` refuses by default: the Pallas
+#: step kernels' Triton modules (``lstm_impl='pallas'``, lnorm.rnn.kernel_launch),
+#: which XLA compiles for the device but whose format has no compatibility guarantee
+#: across jaxlib versions. The check lowers a step and discards it, so nothing is kept.
+_EXPORTED_CUSTOM_CALLS = (jax.export.DisabledSafetyCheck.custom_call(TRITON_CUSTOM_CALL),)
 
 #: Datasets without a synthetic source, and the small local source used instead.
 SMALL_SOURCES = {"mnist": "embedded", "binarized_mnist": "derived"}
@@ -160,14 +167,16 @@ def lower_step(name: str, fn: Callable, args: Sequence[Any], platforms: Sequence
   lowered: dict[str, str | None] = {}
   out_bytes = 0
   try:
-    exported = jax.export.export(jitted, platforms=tuple(platforms))(*args)
+    exported = jax.export.export(jitted, platforms=tuple(platforms),
+                                 disabled_checks=_EXPORTED_CUSTOM_CALLS)(*args)
     out_bytes = nbytes(exported.out_avals)
     lowered = {p: None for p in platforms}
   except Exception:  # pylint: disable=broad-except
     # Lower one platform at a time, to say which failed and why.
     for platform in platforms:
       try:
-        exported = jax.export.export(jitted, platforms=(platform,))(*args)
+        exported = jax.export.export(jitted, platforms=(platform,),
+                                     disabled_checks=_EXPORTED_CUSTOM_CALLS)(*args)
         out_bytes = nbytes(exported.out_avals)
         lowered[platform] = None
       except Exception as e:  # pylint: disable=broad-except

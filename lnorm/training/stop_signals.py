@@ -50,20 +50,24 @@ from lnorm.errors import Interrupted
 _RETRY_SECS = 0.01
 
 
-def _safe_to_raise(frame) -> bool:
+def _safe_to_raise(frame, region=None) -> bool:
   """Whether a ``KeyboardInterrupt`` raised in ``frame`` stops the code cleanly. Not
   inside a garbage-collection callback (JAX's runs at every collection) or a
   finalizer, where Python prints it as "Exception ignored" and goes on; not inside
   an import (JAX's, cut short, crashed the process as it exited: SIGSEGV); not inside
   code that ``exec`` runs from a string (``dataclasses`` makes its methods so):
   Python remembers a KeyboardInterrupt that left such code, caught or not, and ends
-  the process by SIGINT instead of with its exit code."""
+  the process by SIGINT instead of with its exit code. Only the frames from ``frame``
+  up to ``region``'s (the frame that entered the interruptible region) count: what
+  called the region is outside it (a test runner may itself run from a string)."""
   callbacks = {getattr(c, "__code__", None) for c in gc.callbacks}
   while frame is not None:
     code = frame.f_code
     if (code in callbacks or code.co_name == "__del__" or code.co_filename == "<string>"
         or code.co_filename.startswith("<frozen importlib")):
       return False
+    if frame is region:
+      break
     frame = frame.f_back
   return True
 
@@ -79,6 +83,7 @@ class StopSignals:
     self._previous = {}
     self._depth = 0
     self._interruptible = False
+    self._region = None  # The frame that entered the interruptible region.
     self._members: set[subprocess.Popen] = set()
 
   def __enter__(self) -> "StopSignals":
@@ -126,7 +131,7 @@ class StopSignals:
     del signum
     if not (self._interruptible and self.received):
       return
-    if not _safe_to_raise(frame):
+    if not _safe_to_raise(frame, self._region):
       signal.setitimer(signal.ITIMER_REAL, _RETRY_SECS)
       return
     raise KeyboardInterrupt
@@ -157,6 +162,8 @@ class StopSignals:
     """A signal stops the code inside at once (see the module); ``what`` as for
     :meth:`check`, said whether it stopped inside or was asked before."""
     self.check(what)
+    # This generator's caller is contextlib's __enter__, whose caller holds the region.
+    self._region = sys._getframe(0).f_back.f_back  # pylint: disable=protected-access
     previous_hook = sys.unraisablehook
     sys.unraisablehook = functools.partial(self._dropped, previous_hook)
     self._interruptible = True
@@ -166,7 +173,7 @@ class StopSignals:
       if not self.received:  # Not ours: leave it to the caller.
         raise
     finally:
-      self._interruptible = False
+      self._interruptible, self._region = False, None
       sys.unraisablehook = previous_hook
     self.check(what)
 

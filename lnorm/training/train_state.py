@@ -39,6 +39,13 @@ class TrainState(train_state.TrainState):
   batch_stats: Any = None
 
 
+def seed_keys(seed: int) -> tuple[jax.Array, jax.Array]:
+  """``(init key, train key)`` of a run's seed: the initial parameters come from the
+  first, every training step's rngs from the second (folded in with the step)."""
+  init_rng, train_rng = jax.random.split(jax.random.key(seed))
+  return init_rng, train_rng
+
+
 def first_training_batch(config: ml_collections.ConfigDict,
                          train_arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
   """The first batch training takes (epoch 0, the config's seed): what a run's state
@@ -70,9 +77,8 @@ class TrainStateInitializer:
                              batch_stats=variables.get("batch_stats", {}))
 
   def initial_rng(self) -> jax.Array:
-    """The key the parameters are drawn with: the first half of the config's seed's
-    (the second seeds the training steps)."""
-    return jax.random.split(jax.random.key(self.config.seed))[0]
+    """The key the parameters are drawn with: the seed's init key (:func:`seed_keys`)."""
+    return seed_keys(self.config.seed)[0]
 
   def from_scratch(self, batch: Mapping[str, Any], rng: jax.Array | None = None
                    ) -> TrainState:
