@@ -4,6 +4,8 @@ which the task hands the harness's optimizer (``Task.clip_rules``)."""
 
 from __future__ import annotations
 
+import types
+
 import jax
 import jax.numpy as jnp
 
@@ -28,4 +30,5 @@ def clip_like_attentive_reader_code(max_norm: float):
 
 
 #: ``optimizer.clip_global_norm_rule`` values the reader adds to the harness's.
-CLIP_RULES = {"attentive_reader_code": clip_like_attentive_reader_code}
+CLIP_RULES = types.MappingProxyType(
+    {"attentive_reader_code": clip_like_attentive_reader_code})
