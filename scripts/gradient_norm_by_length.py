@@ -27,6 +27,7 @@ import numpy as np
 import optax
 
 from lnorm.training import assembly
+from lnorm.training import process
 from lnorm.training import throughput
 from lnorm.training import steps
 from lnorm.training import train_state
@@ -46,6 +47,7 @@ def main():
   args, config = throughput.parse_args(__doc__.split("\n")[0],
                                       "configs/attentive_reader.py:norm=ln,scale=cpu",
                                       add_arguments)
+  process.set_up(config)  # As `lnorm train` runs: before JAX starts.
   task = assembly.check(config)
   if task.length_feature is None:
     raise SystemExit(f"error: experiment {config.experiment!r} declares no "
