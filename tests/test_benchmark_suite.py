@@ -21,6 +21,7 @@ from lnorm.sweeps import benchmark as bench
 from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import runner
 from lnorm.training.defaults import DIVERGED_AT
+from lnorm.training.experiments import EXPERIMENTS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -34,7 +35,7 @@ TOY = suite.Experiment(
 
 def test_every_experiment_runs_the_core_norms_and_the_papers_comparisons():
   norms = {e.name: e.norms for e in suite.SUITE}
-  assert len(norms) == 9
+  assert list(norms) == list(EXPERIMENTS)  # Every registered experiment, in its order.
   assert all(set(CORE_NORMS) <= set(n) for k, n in norms.items() if k != "transformer_lm")
   assert set(norms["transformer_lm"]) == {"none", "ln", "rms", "prms", "dyt", "scalenorm",
                                           "ln_simple"}
