@@ -23,11 +23,11 @@ evaluate.
 
   lnorm train --config configs/attentive_reader.py:norm=ln \
       --workdir runs/ar/paper_ln --config.data.data_dir=<dir holding cnn/questions>
-  lnorm sweep --config configs/attentive_reader.py --sweep paper --workdir runs/ar/paper
+  lnorm sweep --config configs/attentive_reader.py --sweep figure2 --workdir runs/ar/paper
 
 The Children's Book Test (Hill et al. 2016; ``data.source=cbt``, the named-entity
-files by default) is read as well; the ``paper`` sweep's last members run it on a GPU
-(``CBT_ON_A_GPU`` below names their settings).
+files by default) is read as well; the ``cbt`` sweep runs it on a GPU
+(``CBT_ON_A_GPU`` below names its settings).
 
 ``scale=cpu`` (one CPU core): neither the CNN corpus nor the CBT is available here,
 so the data are the CBT made from the 17 Gutenberg books (``data.source=cbt_books``,
@@ -107,7 +107,7 @@ def get_config(arg=None):
   c.optimizer.learning_rate = 8e-5  # The authors' code.
   c.optimizer.clip_global_norm = 10.0
   # As the authors' code computes it: no clipping under a norm of 100, then 10*sqrt(n)
-  # (lnorm.training.optim.clip_like_attentive_reader_code); "standard" clips at 10.
+  # (experiments/attentive_reader/clip.py); "standard" clips at 10.
   # With LN's gain at 1.0 the first gradients on long passages reach 1e16 or more
   # (scripts/gradient_norm_by_length.py); this rule passes them to Adam at
   # 10 sqrt(norm), about 1e9, and Adam's second moments (beta2 0.999) take tens of
@@ -251,19 +251,22 @@ CBT_ON_A_GPU = {"data.source": "cbt", "data.word_type": "NE",
 def get_sweep(name=None):
   """Named grids of dotted overrides (see ``lnorm sweep``).
 
-  lnorm sweep --config configs/attentive_reader.py --sweep paper --workdir runs/ar
+  lnorm sweep --config configs/attentive_reader.py --sweep figure2 --workdir runs/ar
   lnorm sweep --config configs/attentive_reader.py:scale=cpu --sweep cpu --workdir runs/ar_cpu
   """
+  # Imported here: the config itself (get_config) needs none of the benchmark.
+  from lnorm.sweeps import benchmark_suite  # pylint: disable=g-import-not-at-top
   none, bn, bn_everywhere = {"norm": "none"}, {"norm": "bn"}, {"norm": "bn_everywhere"}
   ln = {g: {"norm": "ln", "norm_options.ln.scale_init": g} for g in _LN_GAINS}
-  figure2 = [none, bn, bn_everywhere, ln[1.0], ln[0.1]]
   sweeps = {
+      # The benchmark's own members at each scale, its spec's grids (`lnorm benchmark
+      # --experiments attentive_reader` runs the same): at cpu, on the CBT-style task
+      # built from the books.
+      **benchmark_suite.named_sweeps("attentive_reader"),
       # Figure 2 on a GPU: LSTM, BN-LSTM, BN-everywhere, LN-LSTM (gain 1.0 and 0.1) on
-      # the CNN corpus; then LSTM and LN-LSTM on the real CBT (CBT_ON_A_GPU).
-      "paper": figure2 + [{**v, **CBT_ON_A_GPU} for v in (none, ln[1.0])],
-      # The CPU claim test (scale=cpu, the CBT-style task built from the books): two
-      # seeds for LSTM and LN-LSTM, one for each BN variant and for LN gain 0.1.
-      "cpu": ([{**v, "seed": s} for v in (none, ln[1.0]) for s in (0, 1)]
-              + [{**v, "seed": 0} for v in (bn, bn_everywhere, ln[0.1])]),
+      # the CNN corpus.
+      "figure2": [none, bn, bn_everywhere, ln[1.0], ln[0.1]],
+      # LSTM and LN-LSTM on the real CBT, on a GPU (CBT_ON_A_GPU).
+      "cbt": [{**v, **CBT_ON_A_GPU} for v in (none, ln[1.0])],
   }
   return sweeps if name is None else sweeps[name]

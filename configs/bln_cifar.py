@@ -18,9 +18,10 @@ validation split):
       --workdir runs/bln/cifar_bln_b25 --config.data.source=files
   lnorm bln-search --workdir runs/bln/cifar_bln_b25
 
-and the whole comparison with ``lnorm sweep --config configs/bln_cifar.py --sweep paper``.
+and the whole comparison with ``lnorm sweep --config configs/bln_cifar.py --sweep comparison``.
 """
 
+from experiments.bln_cifar import spec
 from lnorm.config import parse_arg_string
 from lnorm.training.defaults import base_config, norm_options
 
@@ -39,12 +40,12 @@ def get_config(arg=None):
   # N,H,W; LN and BLN's feature statistics over H,W,C) or 'authors' (BLN's batch
   # statistics per position over N, feature statistics over C, as their Keras layer).
   c.norm_axes = args["norm_axes"]
-  c.batch_size = args["batch_size"]
+  # The batch size, and the steps fused per jitted call with it (spec.batch_fields):
+  # batch size 1 means 9,000 steps an epoch, fused so that dispatch does not dominate.
+  c.update_from_flattened_dict(spec.batch_fields(args["batch_size"]))
   c.num_epochs = 15  # The paper's epochs.
   c.optimizer.name = "adam"
   c.optimizer.learning_rate = 0.002  # The authors' code.
-  # Batch size 1 means 9,000 steps an epoch: fuse them so dispatch does not dominate.
-  c.steps_per_call = max(1, 1000 // c.batch_size)
   # Per-epoch evaluation uses each norm's inference mode (BLN: norm_options.bln.inference,
   # population statistics by default), which does not depend on this batch size.
   c.eval_batch_size = 1000
@@ -67,9 +68,14 @@ def get_config(arg=None):
 
 def get_sweep(name=None):
   """Named grids of dotted overrides (see ``lnorm sweep``)."""
+  # Imported here: the config itself (get_config) needs none of the benchmark.
+  from lnorm.sweeps import benchmark_suite  # pylint: disable=g-import-not-at-top
   sweeps = {
+      # The benchmark's own members at each scale, its spec's grids (`lnorm benchmark
+      # --experiments bln_cifar` runs the same).
+      **benchmark_suite.named_sweeps("bln_cifar"),
       # The paper's comparison: three norms at batch sizes 25 and 1 (20% subset).
-      "paper": [{"norm": n, "batch_size": b, "steps_per_call": max(1, 1000 // b)}
+      "comparison": [{"norm": n, **spec.batch_fields(b)}
                 for b in (25, 1) for n in ("bln", "bn", "ln")],
   }
   return sweeps if name is None else sweeps[name]

@@ -28,11 +28,12 @@ padding run through the LSTMs and the norms unmasked (Keras ``pad_sequences`` an
   lnorm train --config configs/bln_imdb.py:norm=bln,batch_size=25,padding=keras \
       --workdir runs/bln/imdb_bln_b25_keras --config.data.source=files
 
-and the whole comparison with ``lnorm sweep --config configs/bln_imdb.py --sweep paper``.
+and the whole comparison with ``lnorm sweep --config configs/bln_imdb.py --sweep comparison``.
 """
 
 import ml_collections
 
+from experiments.bln_imdb import spec
 from lnorm.config import parse_arg_string
 from lnorm.errors import ConfigError
 from lnorm.training.defaults import base_config, norm_options
@@ -61,12 +62,12 @@ def get_config(arg=None):
   # feature, LN per example and step, BLN batch statistics per step (the authors'
   # per-position convention) and feature statistics per example and step.
   c.norm_options = norm_options()
-  c.batch_size = args["batch_size"]
+  # The batch size, and the steps fused per jitted call with it (spec.batch_fields):
+  # batch size 1 means 4,000 steps an epoch, fused so that dispatch does not dominate.
+  c.update_from_flattened_dict(spec.batch_fields(args["batch_size"]))
   c.num_epochs = 10  # The paper's epochs.
   c.optimizer.name = "adam"
   c.optimizer.learning_rate = 0.003  # The authors' code.
-  # Batch size 1 means 4,000 steps an epoch: fuse them so dispatch does not dominate.
-  c.steps_per_call = max(1, 500 // c.batch_size)
   c.eval_batch_size = 500  # Per-epoch evaluation; BLN uses norm_options.bln.inference.
   # The 25,000 test reviews take longer to evaluate than an epoch of the 20% subset
   # trains: validation after every epoch, test after the last.
@@ -124,9 +125,14 @@ def get_config(arg=None):
 
 def get_sweep(name=None):
   """Named grids of dotted overrides (see ``lnorm sweep``)."""
+  # Imported here: the config itself (get_config) needs none of the benchmark.
+  from lnorm.sweeps import benchmark_suite  # pylint: disable=g-import-not-at-top
   sweeps = {
+      # The benchmark's own members at each scale, its spec's grids (`lnorm benchmark
+      # --experiments bln_imdb` runs the same).
+      **benchmark_suite.named_sweeps("bln_imdb"),
       # The paper's comparison: three norms at batch sizes 25 and 1 (20% subset).
-      "paper": [{"norm": n, "batch_size": b, "steps_per_call": max(1, 500 // b)}
+      "comparison": [{"norm": n, **spec.batch_fields(b)}
                 for b in (25, 1) for n in ("bln", "bn", "ln")],
   }
   return sweeps if name is None else sweeps[name]

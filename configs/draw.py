@@ -17,7 +17,7 @@ Reproduce one curve of Figure 4 (the fixed binarization, from TFDS or the .amat 
   lnorm train --config configs/draw.py:norm=ln_cell --workdir runs/draw/ln_cell
 
 and the figure with ``scripts/reproduce_draw.sh`` or
-``lnorm sweep --config configs/draw.py --sweep paper``. Without the fixed
+``lnorm sweep --config configs/draw.py --sweep figure4``. Without the fixed
 binarization, ``--config.data.source=derived`` binarizes MNIST once from a seed
 (recorded in config.json; bounds close to, not identical with, the paper's).
 
@@ -123,12 +123,14 @@ def get_config(arg=None):
 
 def get_sweep(name=None):
   """Named grids of dotted overrides (see ``lnorm sweep``)."""
+  # Imported here: the config itself (get_config) needs none of the benchmark.
+  from lnorm.sweeps import benchmark_suite  # pylint: disable=g-import-not-at-top
   sweeps = {
+      # The benchmark's own members at each scale, its spec's grids (`lnorm benchmark
+      # --experiments draw` runs the same).
+      **benchmark_suite.named_sweeps("draw"),
       # Figure 4: baseline, WN and LN (on the cell), same seed.
-      "paper": [{"norm": n} for n in ("none", "wn", "ln_cell")],
-      "figure4": [{"norm": n} for n in ("none", "wn", "ln_cell")],  # The figure's name.
+      "figure4": [{"norm": n} for n in ("none", "wn", "ln_cell")],
       "draw": [{"norm": n} for n in ("none", "wn", "ln_cell")],  # The issue's name.
-      # Issue 15 at scale=cpu: the three norms, two seeds each, the same data order.
-      "cpu": [{"norm": n, "seed": s} for n in ("none", "wn", "ln_cell") for s in (0, 1)],
   }
   return sweeps if name is None else sweeps[name]

@@ -13,11 +13,12 @@ Reproduce one curve of Figure 6 on the full data:
   lnorm train --config configs/perm_mnist.py:norm=ln,batch_size=128 \
       --workdir runs/perm_mnist/ln_b128 --config.data.source=files
 
-and the whole figure with ``lnorm sweep --config configs/perm_mnist.py --sweep paper
---workdir runs/fig6 --config.data.source=files`` (``--sweep cpu``: the benchmark's CPU
-grid for the claim at batch 4, declared once in ``lnorm.analysis.specs``).
+and the whole figure with ``lnorm sweep --config configs/perm_mnist.py --sweep figure6
+--workdir runs/fig6 --config.data.source=files`` (``--sweep cpu`` and ``--sweep
+paper``: the benchmark's grids, declared once in ``experiments/perm_mnist/spec.py``).
 """
 
+from experiments.perm_mnist import spec
 from lnorm.config import parse_arg_string
 from lnorm.training.defaults import base_config, norm_options
 
@@ -30,18 +31,16 @@ def get_config(arg=None):
   # (your own normalizer, docs/extending.md).
   c.norm = args["norm"]
   c.norm_options = norm_options()
-  # The LN paper used the unbiased BN variance at batch size 4.
-  c.norm_options.bn.unbiased = args["batch_size"] <= 4
   c.norm_position = "auto"  # 'pre' g(N(Wx)), 'post' N(g(Wx)); auto follows each paper.
   c.normalize_logits = "auto"  # 'auto' (BN/WN yes, LN no, as in the paper), 'true', 'false'.
   c.hidden_sizes = (1000, 1000)
   c.activation = "relu"
-  c.batch_size = args["batch_size"]
+  # The batch size and what it sets with it: BN's unbiased variance at batch 4 (the LN
+  # paper's), the steps fused per jitted call (spec.batch_fields).
+  c.update_from_flattened_dict(spec.batch_fields(args["batch_size"]))
   c.num_epochs = 20
   c.optimizer.name = "adam"
   c.optimizer.learning_rate = 1e-3
-  # Tiny batches: fuse steps into one jitted call so dispatch does not dominate.
-  c.steps_per_call = max(1, 256 // c.batch_size)
 
   c.data.name = "mnist"
   c.data.source = "auto"  # auto: tfds (if prepared) -> files -> embedded 5k digits.
@@ -57,34 +56,28 @@ def get_config(arg=None):
 
 
 def _figure6_member(norm, batch_size):
-  return {
-      "norm": norm,
-      "batch_size": batch_size,
-      # The config argument batch_size=4 would set these; a dotted override does not.
-      "norm_options.bn.unbiased": batch_size <= 4,
-      "steps_per_call": max(1, 256 // batch_size),
-  }
+  # The config argument batch_size=4 would set the others; a dotted override does not.
+  return {"norm": norm, **spec.batch_fields(batch_size)}
 
 
 def get_sweep(name=None):
   """Named grids of dotted overrides (see ``lnorm sweep``).
 
-  lnorm sweep --config configs/perm_mnist.py --sweep paper --workdir runs/fig6
+  lnorm sweep --config configs/perm_mnist.py --sweep figure6 --workdir runs/fig6
   lnorm sweep --config configs/perm_mnist.py --sweep cpu --workdir runs/perm_mnist_cpu
   """
   # Imported here: the config itself (get_config) needs none of the benchmark.
   from lnorm.sweeps import benchmark_suite  # pylint: disable=g-import-not-at-top
   figure6 = [_figure6_member(n, b) for b in (128, 4) for n in ("none", "bn", "ln")]
   sweeps = {
+      # The benchmark's own members at each scale (`lnorm benchmark --experiments
+      # perm_mnist` runs the same): at cpu, batch 4 with every normalizer it judges, one
+      # epoch, the pilot's first three seeds (the benchmark sizes the pilot from seed
+      # 0's minutes and adds the seeds its claims need).
+      **benchmark_suite.named_sweeps("perm_mnist"),
       # Figure 6: baseline, BN and LN at batch sizes 128 and 4.
-      "paper": figure6,
+      "figure6": figure6,
       "perm_mnist": figure6,  # The same grid under the issue's name.
-      "figure6": figure6,  # The same grid under the figure's name.
-      # The claim test on a CPU: the benchmark's own members (`lnorm benchmark
-      # --experiments perm_mnist` runs the same), batch 4 with every normalizer it
-      # judges, one epoch, the pilot's first three seeds (the benchmark sizes the pilot
-      # from seed 0's minutes and adds the seeds its claims need).
-      "cpu": benchmark_suite.sweep_grid("perm_mnist", "cpu"),
       # LN vs BN at batch 128 over three seeds: mean and spread in the summary.
       "seeds": [{**_figure6_member(n, 128), "seed": s} for n in ("bn", "ln") for s in (0, 1, 2)],
       # The speed claim at batch 4 (issue 15): LN against BN over three seeds, 2 epochs,

@@ -124,9 +124,14 @@ def get_config(arg=None):
 
 def get_sweep(name=None):
   """Named grids of dotted overrides (see ``lnorm sweep``)."""
+  # Imported here: the config itself (get_config) needs none of the benchmark.
+  from lnorm.sweeps import benchmark_suite  # pylint: disable=g-import-not-at-top
   placement = [{"norm": "ln", "placement": p, "optimizer.warmup_steps": w}
                for p in ("post", "pre") for w in (0, None)]
   sweeps = {
+      # The benchmark's own members at each scale, its spec's grids (`lnorm benchmark
+      # --experiments transformer_lm` runs the same).
+      **benchmark_suite.named_sweeps("transformer_lm"),
       # Xiong et al.'s claim: post-LN and pre-LN, with and without warm-up (None: the
       # config's warm-up).
       "placement": [{k: v for k, v in m.items() if v is not None} for m in placement],

@@ -14,7 +14,7 @@ import importlib.util
 import logging
 import sys
 
-from lnorm.training import environment, host_memory
+from lnorm.training import process
 from lnorm.errors import Interrupted, UserError
 
 #: The exit code of a command stopped by SIGINT (Ctrl-C) or SIGTERM, as shells report
@@ -83,10 +83,8 @@ def _chosen_command(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
   from lnorm import config as config_lib  # pylint: disable=g-import-not-at-top
-  # Before any JAX computation starts the CPU client's threads (see the module).
-  host_memory.keep_freed_memory()
-  environment.fix_cpu_threads()  # Reruns reproduce records whatever the core count,
-  environment.fix_gpu_determinism()  # and on a GPU whatever order its threads finish in.
+  # Before any JAX computation starts the CPU client's threads.
+  process.set_up()
   argv = list(sys.argv[1:] if argv is None else argv)
   try:
     rest, overrides = config_lib.split_config_overrides(argv)

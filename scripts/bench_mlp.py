@@ -20,8 +20,9 @@ from lnorm import config as config_lib
 from lnorm.data.core import Dataset
 from lnorm.training import assembly
 from lnorm.training import parallel
-from lnorm.training.steps import TrainState, make_train_chunk, make_train_step
-from lnorm.training.optim import make_optimizer
+from lnorm.training import process
+from lnorm.training.steps import make_train_chunk, make_train_step
+from lnorm.training.train_state import TrainStateInitializer
 
 
 def _fake_mnist(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -31,6 +32,7 @@ def _fake_mnist(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 def lnorm_throughput(batch_size: int, seconds: float) -> tuple[float, int]:
   config = config_lib.load_config(f"configs/perm_mnist.py:norm=ln,batch_size={batch_size}")
+  process.set_up(config)
   task = assembly.check(config)
   rng = np.random.default_rng(0)
   dataset = Dataset("mnist", "synthetic", "benchmark", {"train": _fake_mnist(1024, rng)},
@@ -39,12 +41,9 @@ def lnorm_throughput(batch_size: int, seconds: float) -> tuple[float, int]:
   k = config.steps_per_call
   mesh = parallel.make_mesh()
   batch = {key: v[:batch_size] for key, v in dataset.splits["train"].items()}
-  variables = model.init(jax.random.key(0), *task.model_inputs(batch), train=True)
-  state = TrainState.create(apply_fn=model.apply, params=variables["params"],
-                            tx=make_optimizer(config.optimizer),
-                            batch_stats=variables.get("batch_stats", {}))
+  # Replicated, as the harness's: one compilation, not two.
+  state = TrainStateInitializer(config, task, model, mesh).from_scratch(batch)
   rep = parallel.replicated(mesh)
-  state = jax.device_put(state, rep)  # As the harness does: one compilation, not two.
   chunk_fn = jax.jit(make_train_chunk(make_train_step(task, model)), donate_argnums=0,
                      out_shardings=(rep, rep))
   chunks = [parallel.shard_batch({key: np.stack([_fake_mnist(batch_size, rng)[key]
@@ -103,6 +102,7 @@ def main() -> None:
   parser.add_argument("--batch-sizes", default="128,4")
   parser.add_argument("--seconds", type=float, default=10.0)
   args = parser.parse_args()
+  process.set_up()  # As `lnorm train` runs: before JAX starts.
   try:
     import torch  # pylint: disable=g-import-not-at-top
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")

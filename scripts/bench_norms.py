@@ -29,8 +29,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lnorm.training import host_memory
 from lnorm.normalization import functional as F
+from lnorm.training import process
 from lnorm.training import throughput
 
 
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
   parser.add_argument("--seed", type=int, default=0)
   throughput.add_json_flag(parser)
   args = parser.parse_args(argv)
-  host_memory.keep_freed_memory()  # As `lnorm train` runs (LNORM_KEEP_FREED_MEMORY=0: not).
+  process.set_up()  # As `lnorm train` runs: one XLA:CPU thread ($PJRT_NPROC), freed memory kept.
   print(f"backend={jax.default_backend()} devices={jax.devices()} shape={tuple(args.shape)}"
         f" float32, fwd+bwd (grads wrt input and params), median of {args.repeats}")
   ms = run(tuple(args.shape), args.repeats, args.seed)

@@ -35,8 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lnorm.training import host_memory
 from lnorm.rnn import RecurrentLayer, implementation, make_gru_cell, make_lstm_cell
+from lnorm.training import process
 from lnorm.training import throughput
 
 
@@ -294,7 +294,7 @@ def main(argv=None):
                       help="time only these rows (PyTorch's without the @threads)")
   throughput.add_json_flag(parser)
   args = parser.parse_args(argv)
-  host_memory.keep_freed_memory()  # As `lnorm train` runs (LNORM_KEEP_FREED_MEMORY=0: not).
+  process.set_up()  # As `lnorm train` runs: one XLA:CPU thread ($PJRT_NPROC), freed memory kept.
 
   x_np = random_inputs(args)
   x = jnp.asarray(x_np)

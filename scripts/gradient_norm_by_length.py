@@ -26,11 +26,11 @@ import jax
 import numpy as np
 import optax
 
-from lnorm.data import batching
 from lnorm.training import assembly
+from lnorm.training import process
 from lnorm.training import throughput
 from lnorm.training import steps
-from lnorm.training import parallel
+from lnorm.training import train_state
 
 
 def truncated(batch, feature: str, lengths: str, length: int):
@@ -47,6 +47,7 @@ def main():
   args, config = throughput.parse_args(__doc__.split("\n")[0],
                                       "configs/attentive_reader.py:norm=ln,scale=cpu",
                                       add_arguments)
+  process.set_up(config)  # As `lnorm train` runs: before JAX starts.
   task = assembly.check(config)
   if task.length_feature is None:
     raise SystemExit(f"error: experiment {config.experiment!r} declares no "
@@ -55,9 +56,8 @@ def main():
   feature, lengths = task.length_feature
   task, dataset, model = assembly.assemble_model(config, task=task)
   train = dataset.splits[task.train_split()]
-  state = steps.init_train_state(config, task, model, train, parallel.make_mesh())
-  first = {k: v[0] for k, v in
-           batching.train_chunk(train, config.batch_size, config.seed, 0, 0, 1).items()}
+  first = train_state.first_training_batch(config, train)
+  state = train_state.TrainStateInitializer(config, task, model).from_scratch(first)
   rngs = {name: jax.random.key(i) for i, name in enumerate(task.rng_streams)}
   norms = {}
   for length in (int(n) for n in args.lengths.split(",")):

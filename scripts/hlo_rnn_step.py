@@ -30,6 +30,7 @@ import jax.numpy as jnp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # scripts/ is not a package
 import bench_rnn  # noqa: E402  (the models and train step that bench_rnn.py times)
+from lnorm.training import process  # noqa: E402
 
 ROWS = ("lstm", "ln_lstm", "lstm_scan", "ln_lstm_scan", "naive_flax_ln_lstm")
 #: Further rows of bench_rnn.py that --rows accepts (the RMS-LSTM and the GRUs).
@@ -262,6 +263,7 @@ def main(argv=None):
   parser.add_argument("--dump", metavar="DIR",
                       help="also write each row's optimized HLO to DIR/<row>.txt")
   args = parser.parse_args(argv)
+  process.set_up()  # As `lnorm train` runs: before JAX starts.
 
   x = jnp.asarray(bench_rnn.random_inputs(args))
   print(f"batch {args.batch}, steps {args.steps}, input {args.input}, hidden "

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # scripts/ is not a package
 import bench_rnn  # noqa: E402  (the models and train step that bench_rnn.py times)
-from lnorm.training import host_memory  # noqa: E402
+from lnorm.training import process  # noqa: E402
 import hlo_rnn_step  # noqa: E402  (the HLO parser and the loops over time)
 
 ROWS = ("lstm", "ln_lstm", "ln_lstm_scan")
@@ -126,7 +126,7 @@ def main(argv=None):
   parser.add_argument("--runs", type=int, default=5, help="profiled steps per row")
   parser.add_argument("--top", type=int, default=0, help="also list the N costliest ops")
   args = parser.parse_args(argv)
-  host_memory.keep_freed_memory()  # As `lnorm train` runs (LNORM_KEEP_FREED_MEMORY=0: not).
+  process.set_up()  # As `lnorm train` runs: one XLA:CPU thread ($PJRT_NPROC), freed memory kept.
   print(f"batch {args.batch}, steps {args.steps}, input {args.input}, hidden "
         f"{args.hidden}, unroll {args.unroll}; jax {jax.__version__} on "
         f"{jax.devices()[0].platform}, XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}, "

@@ -51,7 +51,7 @@ from lnorm.sweeps import benchmark
 from lnorm.sweeps import benchmark_suite as suite
 from lnorm.training import assembly
 from lnorm.training import dynamics
-from lnorm.training import host_memory
+from lnorm.training import process
 from lnorm.training import throughput
 
 EXPERIMENT = "attentive_reader"
@@ -124,7 +124,7 @@ def write_json(path: str, record: dict) -> None:
 
 
 def main():
-  host_memory.keep_freed_memory()  # As `lnorm train` runs.
+  process.set_up()  # As `lnorm train` runs: one XLA:CPU thread ($PJRT_NPROC), freed memory kept.
   argv, overrides = config_lib.split_config_overrides(sys.argv[1:])
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--out", required=True, help="Folder for the JSON and the figure.")

@@ -15,6 +15,7 @@ from lnorm.errors import ConfigError, UserError
 from lnorm.evaluation import bln_search
 from lnorm.training import assembly, loop, run_files
 from lnorm.training import task as task_lib
+from lnorm.training.train_state import first_training_batch
 
 
 def _smoke(**fields):
@@ -65,7 +66,8 @@ def test_the_schedule_counts_a_partial_last_epoch():
 
 def test_the_abstract_state_is_the_initial_states_structure():
   run = assembly.assemble(_smoke(max_steps=1))
-  initial, abstract = run.initial_state(), run.abstract_state()
+  initial = run.initial_state()
+  abstract = run.initializer.abstract(first_training_batch(run.config, run.train_arrays))
   # What a checkpoint restores into: every leaf, by path, with its shape and dtype.
   leaves = lambda tree: [(jax.tree_util.keystr(p), x.shape, x.dtype)
                          for p, x in jax.tree_util.tree_leaves_with_path(tree)]

@@ -235,12 +235,14 @@ def test_cli_smoke_runs_every_kind_of_variant_and_resumes(tmp_path):
 def test_bucketed_evaluation_equals_evaluation_at_full_width():
   from lnorm.data import batching  # pylint: disable=g-import-not-at-top
   from lnorm.training import parallel, steps  # pylint: disable=g-import-not-at-top
+  from lnorm.training import train_state  # pylint: disable=g-import-not-at-top
   config = config_lib.get_config("norm=bn_everywhere,smoke=true")
   task = task_lib.Task(config)
   dataset = task.load_data()
   model = task.build_model(dataset)
   mesh = parallel.make_mesh()
-  state = steps.init_train_state(config, task, model, dataset.splits["train"], mesh)
+  state = train_state.TrainStateInitializer(config, task, model, mesh).from_scratch(
+      train_state.first_training_batch(config, dataset.splits["train"]))
   eval_step = jax.jit(steps.make_eval_step(task, model))
   arrays = dataset.splits["validation"]
   buckets = batching.LengthBuckets.from_quantiles(

@@ -12,13 +12,16 @@ import os
 
 import pytest
 
+from experiments.transformer_lm import spec as transformer_spec
 from lnorm import cli
+from lnorm.analysis.specs import CORE_NORMS
 from lnorm import config as config_lib
 from lnorm.errors import UserError
 from lnorm.sweeps import benchmark as bench
 from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import runner
 from lnorm.training.defaults import DIVERGED_AT
+from lnorm.training.experiments import EXPERIMENTS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,8 +35,8 @@ TOY = suite.Experiment(
 
 def test_every_experiment_runs_the_core_norms_and_the_papers_comparisons():
   norms = {e.name: e.norms for e in suite.SUITE}
-  assert len(norms) == 9
-  assert all(set(suite.CORE_NORMS) <= set(n) for k, n in norms.items() if k != "transformer_lm")
+  assert list(norms) == list(EXPERIMENTS)  # Every registered experiment, in its order.
+  assert all(set(CORE_NORMS) <= set(n) for k, n in norms.items() if k != "transformer_lm")
   assert set(norms["transformer_lm"]) == {"none", "ln", "rms", "prms", "dyt", "scalenorm",
                                           "ln_simple"}
   assert "bn" in norms["perm_mnist"] and "bn" in norms["attentive_reader"]
@@ -48,7 +51,7 @@ def test_the_transformer_runs_placement_cells_with_ln_and_successors_in_pre_ln()
   e = suite.BY_NAME["transformer_lm"]
   names = [m.name for m in suite.members([e], "cpu", seeds=[2])]
   cell = "placement={},optimizer.warmup_steps={},norm={},seed=2"
-  assert names == [cell.format("pre", 100, n) for n in suite.TRANSFORMER_NORMS] + [
+  assert names == [cell.format("pre", 100, n) for n in transformer_spec.NORMS] + [
       cell.format("pre", 0, "ln"), cell.format("post", 100, "ln"), cell.format("post", 0, "ln"),
       cell.format("none", 100, "none")]
   # --norms keeps a variant's own normalizers; a user's own runs at every variant.
@@ -153,8 +156,8 @@ def _fake_train(calls):
   evaluation, times the seed + 1, doubled for ln, and twice that of wall time) and
   counts the call."""
 
-  def run_member(config_spec, member, extra, sweep_name, stream):
-    del sweep_name, stream
+  def run_member(config_spec, member, extra, sweep_name, stream, signals):
+    del sweep_name, stream, signals
     calls.append(f"{os.path.basename(os.path.dirname(member.workdir))},{member.name}")
     config = runner.member_config(config_spec, member, extra)
     os.makedirs(member.workdir, exist_ok=True)
@@ -191,7 +194,7 @@ def half_finished(tmp_path, monkeypatch):
   by_name = {m.name: m for m in plan.members}
   for name in ("norm=ln,seed=0", "norm=none,seed=1"):
     _fake_train([])(TOY.scales["cpu"].config, runner_members[name],
-                    plan.group_overrides(by_name[name], {}), "", False)
+                    plan.group_overrides(by_name[name], {}), "", False, None)
   none1 = runner_members["norm=none,seed=1"].workdir
   with open(os.path.join(none1, "metrics.jsonl")) as f:
     lines = f.readlines()
@@ -357,8 +360,8 @@ def _bln_toy_with_search_spy(tmp_path, monkeypatch, run_member):
 def test_a_diverged_bln_member_is_recorded_without_a_search(tmp_path, monkeypatch):
   finished = _fake_train([])
 
-  def run_member(config_spec, member, extra, sweep_name, stream):
-    finished(config_spec, member, extra, sweep_name, stream)
+  def run_member(config_spec, member, extra, sweep_name, stream, signals):
+    finished(config_spec, member, extra, sweep_name, stream, signals)
     with open(os.path.join(member.workdir, "metrics.jsonl"), "a") as f:
       f.write(json.dumps({"step": 8, DIVERGED_AT: 8}) + "\n")  # No last model to search.
     return runner.Outcome(member, "failed", 0.0, 2)
@@ -372,8 +375,8 @@ def test_a_diverged_bln_member_is_recorded_without_a_search(tmp_path, monkeypatc
 def test_a_search_already_in_the_workdir_is_kept_not_run_again(tmp_path, monkeypatch):
   finished = _fake_train([])
 
-  def run_member(config_spec, member, extra, sweep_name, stream):
-    outcome = finished(config_spec, member, extra, sweep_name, stream)
+  def run_member(config_spec, member, extra, sweep_name, stream, signals):
+    outcome = finished(config_spec, member, extra, sweep_name, stream, signals)
     with open(os.path.join(member.workdir, "bln_search.json"), "w") as f:
       json.dump({"by": "hand"}, f)  # As `lnorm bln-search` leaves it.
     return outcome
@@ -498,8 +501,8 @@ def test_a_member_that_diverged_is_recorded_not_retried(tmp_path, monkeypatch):
   calls = []
   finished = _fake_train(calls)
 
-  def run_member(config_spec, member, extra, sweep_name, stream):
-    outcome = finished(config_spec, member, extra, sweep_name, stream)
+  def run_member(config_spec, member, extra, sweep_name, stream, signals):
+    outcome = finished(config_spec, member, extra, sweep_name, stream, signals)
     if "norm=ln" in member.workdir and member.name == "seed=1":
       with open(os.path.join(member.workdir, "metrics.jsonl"), "w") as f:
         f.write(json.dumps({"step": 0, DIVERGED_AT: 0}) + "\n")  # As lnorm train does.
@@ -540,9 +543,9 @@ def test_parallel_runs_a_groups_seeds_together(tmp_path, monkeypatch):
   calls, streamed = [], []
   fake = _fake_train(calls)
 
-  def run_member(config_spec, member, extra, sweep_name, stream):
+  def run_member(config_spec, member, extra, sweep_name, stream, signals):
     streamed.append(stream)
-    return fake(config_spec, member, extra, sweep_name, stream)
+    return fake(config_spec, member, extra, sweep_name, stream, signals)
 
   monkeypatch.setattr(runner, "_run_member", run_member)
   (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"))
@@ -602,7 +605,7 @@ def test_a_variant_may_leave_a_field_at_the_configs_default(tmp_path, monkeypatc
   monkeypatch.setattr(runner, "_run_member", _fake_train([]))
   setting = dataclasses.replace(TOY.scales["cpu"], variants=({}, {"batch_size": "7"}),
                                 variant_norms=(("none", "ln"), ("ln",)))
-  toy = dataclasses.replace(TOY, scales={"cpu": setting})
+  toy = dataclasses.replace(TOY, scales={"cpu": setting}, variant_keys=("batch_size",))
   (plan,) = bench.plans([toy], "cpu", str(tmp_path / "runs"))
   assert [m.name for m in plan.members][:3] == ["norm=none,seed=0", "norm=ln,seed=0",
                                                 "batch_size=7,norm=ln,seed=0"]

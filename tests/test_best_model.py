@@ -1,13 +1,13 @@
 """The best-model store: keeps the highest score, survives a restart, and forgets a
 best from steps a resumed run has not reached yet; and the retrieval selection rules
-(lnorm.evaluation.retrieval.selection_score) on a constructed validation log."""
+(experiments.order_embeddings.retrieval.selection_score) on a constructed validation log."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lnorm.evaluation import retrieval
+from experiments.order_embeddings import retrieval
 from lnorm.training.best_model import BestModel
 
 
@@ -47,7 +47,7 @@ def test_a_best_from_an_abandoned_future_is_replaced(tmp_path):
 
 
 def _fold(caption_recalls, image_recalls):
-  """A fold's summary with the recall sums of lnorm.evaluation.retrieval.summarize."""
+  """A fold's summary with the recall sums of experiments.order_embeddings.retrieval.summarize."""
   out = {f"caption_r{k}": v for k, v in zip((1, 5, 10), caption_recalls)}
   out.update({f"image_r{k}": v for k, v in zip((1, 5, 10), image_recalls)})
   out["image_rsum"] = sum(image_recalls)

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from configs import bln_imdb as imdb_config
+from experiments.bln_cifar.lenet import LeNet
 from experiments.bln_cifar.task import conv_axes
 from experiments.bln_imdb.model import SentimentRNN
 from experiments.bln_imdb.task import Task as ImdbTask
 from lnorm.data import imdb
 from lnorm.errors import ConfigError
-from lnorm.models import LeNet
 from lnorm.normalization import make_norm
 
 # Modified LeNet-5 without norms: conv 5*5*3*6+6, conv 5*5*6*16+16, dense 576*120+120,

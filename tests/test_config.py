@@ -56,15 +56,16 @@ def test_a_value_outside_its_choices_is_named_with_the_valid_ones():
 
 
 def test_batch_size_zero_in_the_config_argument_is_one_line_naming_it():
-  # perm_mnist divides 256 by the batch size before any bounds check sees it.
+  # perm_mnist divides 256 by the batch size (its spec's batch_fields) before any
+  # bounds check sees it; the message names the config's line that asked.
   with pytest.raises(ConfigError) as e:
     config_lib.load_config("configs/perm_mnist.py:norm=ln,batch_size=0")
   path = config_lib.resolve_config_path("configs/perm_mnist.py")
   assert str(e.value) == (
       "--config configs/perm_mnist.py:norm=ln,batch_size=0: get_config failed with "
-      f"ZeroDivisionError: integer division or modulo by zero at line 44 of {path} "
-      "(`c.steps_per_call = max(1, 256 // c.batch_size)`). Give batch_size=0 a positive "
-      "value.")
+      f"ZeroDivisionError: integer division or modulo by zero at line 40 of {path} "
+      "(`c.update_from_flattened_dict(spec.batch_fields(args[\"batch_size\"]))`). Give "
+      "batch_size=0 a positive value.")
 
 
 def test_a_config_that_fails_otherwise_says_to_check_its_argument(tmp_path):

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import importlib
 import json
 import math
 import os
@@ -37,7 +36,7 @@ import pytest
 from lnorm import config as config_lib
 from lnorm.data import core as data_core
 from lnorm.training import loop
-from lnorm.training.task import EXPERIMENTS
+from lnorm.training.task import EXPERIMENTS, task_class
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 GOLDEN_DIR = REPO / "tests" / "golden"
@@ -89,7 +88,7 @@ HEADLINE = {
 def accepted_norms(experiment: str) -> tuple[str, ...]:
   """The norms the experiment's task takes (what its config's ``norm`` is checked
   against before any data is loaded)."""
-  return importlib.import_module(EXPERIMENTS[experiment]).Task.norms
+  return task_class(experiment).norms
 
 
 def other_cases() -> list[tuple[str, str]]:

@@ -156,6 +156,45 @@ def test_no_library_package_imports_the_commands_or_the_experiments():
   assert "sweeps" not in import_table()["training"]
 
 
+EXPERIMENTS_DIR = REPO / "experiments"
+
+
+def registry() -> dict[str, str]:
+  """lnorm/training/experiments.py's list, read as the library reads it."""
+  from lnorm.training.experiments import EXPERIMENTS  # pylint: disable=g-import-not-at-top
+  return EXPERIMENTS
+
+
+def test_every_registered_experiment_is_a_folder_with_its_task_and_spec():
+  # The registry's line and the folder are an experiment (docs/extending.md); a folder
+  # the registry does not list would be run by nothing.
+  folders = {p.name for p in EXPERIMENTS_DIR.iterdir() if (p / "__init__.py").exists()}
+  assert folders == set(registry())
+  for name, package in registry().items():
+    assert package == f"experiments.{name}", name
+    for part in ("task", "spec"):
+      assert (EXPERIMENTS_DIR / name / f"{part}.py").exists(), f"{name}: no {part}.py"
+
+
+def test_a_spec_imports_only_the_types_it_is_made_of():
+  # The analysis reads every spec to list the suite, a report or a figure: a spec that
+  # imported its task (JAX, the model, the data) would make each of them pay for it.
+  for path in sorted(EXPERIMENTS_DIR.glob("*/spec.py")):
+    ours = {n for n in imported_modules(path) if owner(n) is not None}
+    assert ours <= {"lnorm.analysis.specs", "lnorm.analysis.rule"}, (path, ours)
+
+
+def test_the_library_names_an_experiments_module_only_in_the_registry():
+  # The library imports an experiment by its name, through the registry's
+  # ``module(name, part)``: a module path written anywhere else is a second list.
+  for path in sorted(LNORM.rglob("*.py")):
+    if path == LNORM / "training" / "experiments.py":
+      continue
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+      if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        assert not re.match(r"experiments\.\w", node.value), (path, node.value)
+
+
 def test_the_checks_see_every_kind_of_import(tmp_path):
   # The rules above would pass vacuously if the parser missed a kind of import.
   package = tmp_path / "lnorm" / "data"

@@ -1,4 +1,4 @@
-"""The batched logistic regressions of lnorm.evaluation.linear_models against scikit-learn's
+"""The batched logistic regressions of experiments.skip_thoughts.linear_models against scikit-learn's
 (solved to a gradient tolerance of 1e-10 in float64), and its Adam-trained softmax
 regression against a NumPy transcription of Keras's 2015 Adam."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from lnorm.evaluation import linear_models as lm
+from experiments.skip_thoughts import linear_models as lm
 
 GRID = (0.25, 1.0, 8.0)
 #: These features are far worse conditioned than sentence vectors: the coefficients

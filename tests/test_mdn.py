@@ -1,4 +1,4 @@
-"""lnorm.models.mdn against NumPy versions of Graves (2013) eq. 18-26."""
+"""experiments.handwriting.mdn against NumPy versions of Graves (2013) eq. 18-26."""
 
 import math
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lnorm.models import mdn
+from experiments.handwriting import mdn
 
 M = 3
 

@@ -4,6 +4,11 @@ same defaults and the same checks."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from typing import Callable
+
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +16,7 @@ import pytest
 
 from configs import handwriting as handwriting_config
 from lnorm.errors import ConfigError
-from lnorm.normalization import DEFINITIONS, PER_EXAMPLE_NORMS, make_norm
+from lnorm.normalization import DEFINITIONS, PER_EXAMPLE_NORMS, LayerNorm, make_norm
 from lnorm.rnn import DEFAULT_OPTIONS, cell_options, make_gru_cell, make_lstm_cell
 from lnorm.training.defaults import norm_options
 
@@ -120,3 +125,106 @@ def test_the_flat_cell_options_are_a_view_of_the_definitions():
   assert DEFAULT_OPTIONS["bn_scale_init"] == DEFINITIONS["bn"].options["scale_init"]
   assert DEFAULT_OPTIONS["bn_max_steps"] == DEFINITIONS["bn"].placement["max_steps"]
   assert "bln_eps" not in DEFAULT_OPTIONS   # the cells do not take BLN
+
+
+# --- the module defaults are the registry's -----------------------------------------
+
+
+def _field_defaults(module_class) -> dict:
+  return {f.name: f.default for f in dataclasses.fields(module_class)
+          if f.default is not dataclasses.MISSING}
+
+
+def _same(default, given) -> bool:
+  """An option's value as the definition hands it to the module, and the module's own
+  default: numbers and tuples compared as they are, initializers by what they make."""
+  if callable(default) and callable(given):
+    shape = (3,)
+    return np.array_equal(default(jax.random.key(0), shape, jnp.float32),
+                          given(jax.random.key(0), shape, jnp.float32))
+  return default == given
+
+
+def _shown(value) -> str:
+  """A default as a message names it: an initializer by the value it starts at."""
+  if callable(value):
+    return f"init {float(value(jax.random.key(0), (1,), jnp.float32)[0]):g}"
+  return repr(value)
+
+
+def _factories(definition, options) -> list:
+  """Every module factory a definition makes from ``options``: its feed-forward layer
+  and dense map, and each place of the recurrent cells."""
+  norm = definition.feed_forward(options)
+  out = [norm.layer, norm.dense]
+  if definition.in_cells is not None:
+    cells = definition.in_cells(options)
+    out += [cells.input_norm, cells.hidden_norm, cells.cell_norm, cells.dense]
+  return [f for f in out if isinstance(f, functools.partial)]
+
+
+def _moved(options) -> dict:
+  """Every number and flag of ``options`` moved off its value, within the checks."""
+  return {k: (not v if isinstance(v, bool) else v / 2 if v else 0.25)
+          for k, v in options.items() if isinstance(v, (bool, float))}
+
+
+def default_disagreements(definitions) -> list[str]:
+  """``name: Module.field default 0.1, registry 1.0`` for every module field a
+  definition sets from an option (a field named as the option, which moves with it),
+  where the option's default is not the module's own default. Fields a definition
+  fixes whatever the options (RMSNorm's bias in the cells, WN's data_init there) are
+  its choices, not defaults."""
+  out = []
+  for name, definition in definitions.items():
+    named = {**definition.placement, **definition.options}
+    at_defaults = _factories(definition, definition.resolve())
+    moved = _factories(definition, definition.resolve(_moved(definition.options)))
+    for factory, other in zip(at_defaults, moved):
+      defaults = _field_defaults(factory.func)
+      for field, given in factory.keywords.items():
+        fixed = (isinstance(named.get(field), (bool, float))
+                 and _same(given, other.keywords[field]))
+        if field in named and field in defaults and not fixed and not _same(
+            defaults[field], given):
+          out.append(f"{name}: {factory.func.__name__}.{field} default "
+                     f"{_shown(defaults[field])}, registry {_shown(given)}")
+  return out
+
+
+def test_every_module_default_is_the_registrys():
+  # A module built without arguments (a test, a model that builds one itself) is the
+  # registered normalizer at its defaults: one source for every default.
+  assert default_disagreements(DEFINITIONS) == []
+
+
+def test_a_module_default_that_disagrees_with_the_registry_is_named():
+  # The check above bites: a module whose field default differs from the option.
+  class Shadowing(LayerNorm):
+    eps: float = 1e-6
+
+  ln = DEFINITIONS["ln"]
+  shadowed = dataclasses.replace(
+      ln, feed_forward=lambda o: dataclasses.replace(
+          ln.feed_forward(o), layer=functools.partial(Shadowing, eps=o["eps"])))
+  assert default_disagreements({"ln": shadowed}) == [
+      "ln: Shadowing.eps default 1e-06, registry 1e-05"]
+
+  class SmallGain(LayerNorm):  # As recurrent BN's module started at 0.1, its option 1.0.
+    scale_init: Callable = nn.initializers.constant(0.1)
+
+  small_gain = dataclasses.replace(
+      ln, feed_forward=lambda o: dataclasses.replace(
+          ln.feed_forward(o), layer=functools.partial(
+              SmallGain, scale_init=nn.initializers.constant(o["scale_init"]))))
+  assert [line.split(" default")[0] for line in default_disagreements(
+      {"ln": small_gain})] == ["ln: SmallGain.scale_init"]
+
+
+def test_dyts_attention_alpha_is_a_registered_option():
+  assert DEFINITIONS["dyt"].resolve({"alpha_init_attention": 0.7})[
+      "alpha_init_attention"] == 0.7
+  assert DEFINITIONS["dyt"].resolve()["alpha_init_attention"] is None
+  # Everywhere but before a Transformer's attention it changes nothing.
+  layer = make_norm("dyt", {"alpha_init_attention": 0.7}).layer
+  assert layer.keywords["alpha_init"] == DEFINITIONS["dyt"].options["alpha_init"]

@@ -19,6 +19,10 @@ from lnorm.normalization import functional as F
 from tests.references import (
     bln_inference_ref, bln_population_ref, bln_train_ref, bn_stats_ref, ln_ref, rms_ref)
 
+#: The eps of LN, RMSNorm and BN (their registered default), passed to the pure
+#: functions, which take it from their caller.
+EPS = 1e-5
+
 
 # Full-precision matmuls and no silent rank promotion (tests/conftest.py).
 pytestmark = pytest.mark.usefixtures("precise_jax")
@@ -60,8 +64,8 @@ def test_layer_norm_matches_reference_eps_1e5_biased_variance():
       x64.var(-1, ddof=1, keepdims=True) + 1e-5) + b
   assert np.max(np.abs(y - unbiased)) > 1e-2
   # The functional form is the same computation, and per example.
-  np.testing.assert_allclose(F.layer_norm(x, g, b), y, rtol=1e-6, atol=1e-6)
-  np.testing.assert_allclose(F.layer_norm(x[2:3], g, b)[0], y[2], rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(F.layer_norm(x, g, b, eps=EPS), y, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(F.layer_norm(x[2:3], g, b, eps=EPS)[0], y[2], rtol=1e-5, atol=1e-5)
 
 
 def test_layer_norm_mask_excludes_padding():
@@ -69,7 +73,7 @@ def test_layer_norm_mask_excludes_padding():
   x = rng.normal(size=(4, 10)).astype(np.float32)
   mask = np.arange(10)[None, :] < np.array([10, 7, 3, 1])[:, None]
   garbage = np.where(mask, x, np.float32(np.nan))  # Padding may hold anything.
-  y = np.asarray(F.layer_norm(jnp.asarray(garbage), mask=jnp.asarray(mask)))
+  y = np.asarray(F.layer_norm(jnp.asarray(garbage), eps=EPS, mask=jnp.asarray(mask)))
   ref = ln_ref(x, mask=mask)
   np.testing.assert_allclose(y[mask], ref[mask], rtol=1e-5, atol=1e-5)
   # The same as normalizing each example's real entries alone.
@@ -97,7 +101,7 @@ def test_rms_norm_matches_reference_and_does_not_centre():
 def test_rms_norm_eps_inside_the_square_root():
   # A row with mean square 1e-5 = eps: dividing by sqrt(ms + eps), not sqrt(ms) + eps.
   x = np.full((1, 4), np.sqrt(1e-5), np.float32)
-  y = np.asarray(F.rms_norm(jnp.asarray(x)))
+  y = np.asarray(F.rms_norm(jnp.asarray(x), eps=EPS))
   np.testing.assert_allclose(y, 1 / np.sqrt(2.0), rtol=1e-5)
 
 
@@ -142,7 +146,7 @@ def test_rms_norm_mask_excludes_padding(p):
   mask = np.arange(12)[None, :] < np.array([12, 7, 2, 1])[:, None]
   mask[0, 1] = False  # A hole inside the head of the partial estimate.
   garbage = np.where(mask, x, np.float32(np.nan))  # Padding may hold anything.
-  y = np.asarray(F.rms_norm(jnp.asarray(garbage), mask=jnp.asarray(mask), partial=p))
+  y = np.asarray(F.rms_norm(jnp.asarray(garbage), eps=EPS, mask=jnp.asarray(mask), partial=p))
   ref = rms_ref(x, mask=mask, p=p)
   np.testing.assert_allclose(y[mask], ref[mask], rtol=1e-5, atol=1e-5)
   # By hand: pRMSNorm at p = 0.25 reads entries 0-2, of which example 0 has 0 and 2
@@ -256,7 +260,7 @@ def test_large_mean_small_variance_two_pass():
   assert np.max(np.abs(np.asarray(naive) - true_var) / true_var) > 1.0
   # The output inherits the float32 rounding of the mean (ulp(1e4) ~ 1e-3, a few
   # percent of the std), not the catastrophic loss of the one-pass variance.
-  np.testing.assert_allclose(F.layer_norm(x), ln_ref(x64), atol=6e-2)
+  np.testing.assert_allclose(F.layer_norm(x, eps=EPS), ln_ref(x64), atol=6e-2)
   naive_ln = (xj - jnp.mean(xj, -1, keepdims=True)) * jax.lax.rsqrt(naive + 1e-5)
   assert not np.allclose(naive_ln, ln_ref(x64), atol=0.5)
 
@@ -287,9 +291,10 @@ def test_weight_norm_dense_data_dependent_init():
   w = p["scale"] * p["kernel"] / np.linalg.norm(p["kernel"], axis=0)
   np.testing.assert_allclose(y, x @ w + p["bias"], rtol=1e-5, atol=1e-5)
   # Without data_init the gain starts at 1 and the pre-activations are not standardized.
-  plain = WeightNormDense(7).init(jax.random.key(1), x)
+  plain_module = WeightNormDense(7, data_init=False)
+  plain = plain_module.init(jax.random.key(1), x)
   np.testing.assert_array_equal(plain["params"]["scale"], np.ones(7))
-  y_plain = np.asarray(WeightNormDense(7).apply(plain, x), np.float64)
+  y_plain = np.asarray(plain_module.apply(plain, x), np.float64)
   assert np.max(np.abs(y_plain.var(0) - 1.0)) > 0.1
 
 
@@ -520,7 +525,7 @@ def test_fused_layer_norm_matches_autodiff(monkeypatch, shape, dtype, blocked):
   def loss(fn, x, g, b):
     return jnp.sum(fn(x, g, b).astype(jnp.float32) * ct.astype(jnp.float32))
 
-  fused = lambda x, g, b: F.layer_norm(x, g, b)
+  fused = lambda x, g, b: F.layer_norm(x, g, b, eps=EPS)
   plain = lambda x, g, b: F._layer_norm_autodiff(x, g, b, axes=(x.ndim - 1,), eps=1e-5,
                                                  mask=None)
   tol = 1e-5 if dtype == jnp.float32 else 3e-2
@@ -536,7 +541,7 @@ def test_fused_layer_norm_matches_autodiff(monkeypatch, shape, dtype, blocked):
     np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(r, np.float32),
                                atol=tol * scale, rtol=0, err_msg=name)
   # Without gain and bias the gradient wrt x is the same computation with g = 1.
-  gx = jax.grad(lambda x: loss(lambda x, g, b: F.layer_norm(x), x, None, None))(x)
+  gx = jax.grad(lambda x: loss(lambda x, g, b: F.layer_norm(x, eps=EPS), x, None, None))(x)
   gx_plain = jax.grad(lambda x: loss(lambda x, g, b: F._layer_norm_autodiff(
       x, None, None, axes=(x.ndim - 1,), eps=1e-5, mask=None), x, None, None))(x)
   np.testing.assert_allclose(np.asarray(gx, np.float32), np.asarray(gx_plain, np.float32),
@@ -563,7 +568,7 @@ def test_fused_rms_norm_matches_autodiff(monkeypatch, shape, dtype, blocked, p, 
   def loss(fn, x, g, b):
     return jnp.sum(fn(x, g, b).astype(jnp.float32) * ct.astype(jnp.float32))
 
-  fused = lambda x, g, b: F.rms_norm(x, g, b, partial=p)
+  fused = lambda x, g, b: F.rms_norm(x, g, b, eps=EPS, partial=p)
   plain = lambda x, g, b: F._rms_norm_autodiff(x, g, b, axes=(x.ndim - 1,), eps=1e-5,
                                                mask=None, size=size)
   tol = 1e-5 if dtype == jnp.float32 else 3e-2
@@ -589,7 +594,7 @@ def test_rms_norm_gradient_matches_central_differences():
   g = rng.normal(size=16) + 1.0
   ct = rng.normal(size=(3, 16))
   grad = np.asarray(jax.grad(lambda x: jnp.sum(
-      F.rms_norm(x, jnp.asarray(g, jnp.float32), partial=0.25) * ct))(
+      F.rms_norm(x, jnp.asarray(g, jnp.float32), eps=EPS, partial=0.25) * ct))(
           jnp.asarray(x, jnp.float32)), np.float64)
   numeric = np.zeros_like(x)
   for idx in np.ndindex(*x.shape):

@@ -10,6 +10,7 @@ import numpy as np
 import optax
 import pytest
 
+from experiments.attentive_reader import clip as reader_clip
 from lnorm.errors import ConfigError
 from lnorm.training import optim
 
@@ -173,7 +174,7 @@ def test_the_attentive_reader_codes_clip_leaves_norms_under_the_square_alone():
   config = ml_collections.ConfigDict({"name": "sgd", "learning_rate": 1.0,
                                       "clip_global_norm": 10.0,
                                       "clip_global_norm_rule": "attentive_reader_code"})
-  tx = optim.make_optimizer(config)
+  tx = optim.make_optimizer(config, reader_clip.CLIP_RULES)
   small = {"w": jnp.array([30.0, 40.0])}  # norm 50 < 10**2: untouched
   update, _ = tx.update(small, tx.init(small))
   np.testing.assert_allclose(update["w"], [-30.0, -40.0])
@@ -189,8 +190,13 @@ def test_the_attentive_reader_codes_clip_leaves_norms_under_the_square_alone():
 def test_an_unknown_clip_rule_names_the_choices():
   config = ml_collections.ConfigDict({"name": "sgd", "learning_rate": 1.0,
                                       "clip_global_norm": 1.0, "clip_global_norm_rule": "sqrt"})
-  with pytest.raises(ConfigError, match="attentive_reader_code"):
-    optim.make_optimizer(config)
+  with pytest.raises(ConfigError, match="Valid choices: standard, attentive_reader_code"):
+    optim.make_optimizer(config, reader_clip.CLIP_RULES)
+  # An experiment's own rule is its own: the harness alone offers the standard one.
+  reader = ml_collections.ConfigDict({**config.to_dict(),
+                                      "clip_global_norm_rule": "attentive_reader_code"})
+  with pytest.raises(ConfigError, match="Valid choices: standard\\."):
+    optim.make_optimizer(reader)
 
 
 # A gradient whose norm float32 holds (1.3e31 < 3.4e38) but whose sum of squares it
@@ -208,7 +214,7 @@ def test_the_global_norm_of_a_gradient_whose_squares_overflow_float32():
                                                  ("attentive_reader_code",
                                                   10.0 * np.sqrt(13e30))])
 def test_the_clips_rescale_a_gradient_whose_squares_overflow(rule, expected_norm):
-  clip = optim.GLOBAL_CLIP_RULES[rule](10.0)
+  clip = {**optim.GLOBAL_CLIP_RULES, **reader_clip.CLIP_RULES}[rule](10.0)
   clipped, acted = jax.jit(clip)({k: jnp.asarray(v) for k, v in HUGE.items()})
   assert bool(acted)
   w = np.asarray(clipped["w"], np.float64)

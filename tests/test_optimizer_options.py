@@ -10,6 +10,7 @@ import numpy as np
 import optax
 import pytest
 
+from experiments.attentive_reader import clip as reader_clip
 from lnorm.training import optim
 
 PARAMS = np.array([1.0, 2.0, -3.0])
@@ -110,7 +111,7 @@ def test_standard_global_clip_acts_at_exactly_the_threshold():
     (9.0, 2.0 * 3.0, True),  # Above: rescaled by 2 / sqrt(9), to 2 sqrt(9) = 6.
 ])
 def test_attentive_reader_rule_between_the_clip_and_its_square(norm, expected, acted):
-  clipped, did = optim.clip_like_attentive_reader_code(2.0)(grads_of_norm(norm))
+  clipped, did = reader_clip.clip_like_attentive_reader_code(2.0)(grads_of_norm(norm))
   assert bool(did) is acted
   assert global_norm(clipped) == pytest.approx(expected, rel=1e-5)
 
@@ -121,7 +122,8 @@ def test_the_clip_rule_of_the_config_is_the_one_applied():
   # "standard" (and an unset rule) clips 3 to 2; the attentive reader's leaves it.
   for rule, norm in ((None, 2.0), ("standard", 2.0), ("attentive_reader_code", 3.0)):
     tx = optim.make_optimizer(ml_collections.ConfigDict({**config,
-                                                         "clip_global_norm_rule": rule}))
+                                                         "clip_global_norm_rule": rule}),
+                              reader_clip.CLIP_RULES)
     updates, _ = tx.update(grads, tx.init(grads), grads)
     assert global_norm(updates) == pytest.approx(norm, rel=1e-5), rule
 

@@ -12,11 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from experiments.order_embeddings import retrieval
 from experiments.order_embeddings.model import OrderEmbedding, contrastive_loss
 from experiments.order_embeddings.task import Task
 from lnorm import cli
 from lnorm import config as config_lib
-from lnorm.evaluation import retrieval
 from lnorm.errors import ConfigError
 from lnorm.rnn import make_gru_cell
 from tests.helpers import epoch_records

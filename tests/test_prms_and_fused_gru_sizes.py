@@ -50,7 +50,7 @@ def test_prms_values_and_gradients_at_odd_widths_against_numpy(d, p):
     return x / rms * scale + bias
 
   args = [jnp.asarray(a, jnp.float32) for a in (x, scale, bias)]
-  fused_fn = jax.jit(lambda x, g, b: F.rms_norm(x, g, b, partial=p))  # Hand-written backward.
+  fused_fn = jax.jit(lambda x, g, b: F.rms_norm(x, g, b, eps=1e-5, partial=p))  # Hand-written backward.
   np.testing.assert_allclose(fused_fn(*args), numpy_prms(x), rtol=1e-5, atol=1e-5)
   # The fused backward against JAX's differentiation of the general path.
   general = lambda x, g, b: F._rms_norm_autodiff(x, g, b, axes=(1,), eps=1e-5, mask=None,

@@ -15,6 +15,7 @@ import numpy as np
 import optax
 import pytest
 
+from experiments.attentive_reader import clip as reader_clip
 from experiments.attentive_reader.model import passage_lstm_reads
 from lnorm import config as config_lib
 from lnorm.data import core as data_core
@@ -175,7 +176,8 @@ def test_updates_to_recover_at_its_edges():
     ("standard", 7.5, 7.5),
 ])
 def test_the_norm_the_clip_hands_to_adam(rule, norm, handed):
-  stages = optim.clip_stages({"clip_global_norm": 10.0, "clip_global_norm_rule": rule})
+  stages = optim.clip_stages({"clip_global_norm": 10.0, "clip_global_norm_rule": rule},
+                             reader_clip.CLIP_RULES)
   assert float(dynamics.clip_output_norm(jnp.float32(norm), stages)) == pytest.approx(
       handed, rel=1e-6)
 

@@ -1,4 +1,4 @@
-"""Retrieval ranks and metrics (lnorm.evaluation.retrieval) against brute-force NumPy versions
+"""Retrieval ranks and metrics (experiments.order_embeddings.retrieval) against brute-force NumPy versions
 written from the definitions, and on score matrices whose ranks are known by hand."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lnorm.evaluation import retrieval
+from experiments.order_embeddings import retrieval
 
 pytestmark = pytest.mark.usefixtures("precise_jax")
 

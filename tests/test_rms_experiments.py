@@ -4,8 +4,6 @@ compute the RMSNorm paper's equations (tests/references.py)."""
 
 from __future__ import annotations
 
-import importlib
-
 import jax
 import numpy as np
 import pytest
@@ -15,7 +13,7 @@ from configs import skip_thoughts as skip_thoughts_config
 from experiments.perm_mnist import task as perm_mnist
 from lnorm.errors import ConfigError
 from lnorm.rnn import RecurrentLayer, cell_options, make_lstm_cell
-from lnorm.training.task import EXPERIMENTS
+from lnorm.training.task import EXPERIMENTS, task_class
 from tests import references as ref
 from tests import test_skip_thoughts
 from tests.test_forward_models import TOL, _apply_train, _dataset, _init, mlp_ref
@@ -25,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("precise_jax")
 
 @pytest.mark.parametrize("experiment", sorted(EXPERIMENTS))
 def test_every_experiment_that_accepts_ln_accepts_rms_and_prms(experiment):
-  task_cls = importlib.import_module(EXPERIMENTS[experiment]).Task
+  task_cls = task_class(experiment)
   assert "ln" in task_cls.norms
   assert {"rms", "prms"} <= set(task_cls.norms)
   if "ln_cell" in task_cls.norms:   # DRAW: LN on the cell state only, and its RMS twins
@@ -36,7 +34,7 @@ def test_an_unknown_norm_is_still_refused():
   config = skip_thoughts_config.get_config("norm=ln,smoke=true")
   config.norm = "rmsnorm"
   with pytest.raises(ConfigError, match="rms, prms"):
-    importlib.import_module(EXPERIMENTS["skip_thoughts"]).Task(config)
+    task_class("skip_thoughts")(config)
 
 
 @pytest.mark.parametrize("norm", ["rms", "prms"])

@@ -42,6 +42,8 @@ from tests.test_user_norms import user_module  # pylint: disable=unused-import
 pytestmark = pytest.mark.usefixtures("precise_jax")
 
 B, T, I, H = 3, 50, 4, 5
+#: LN's and RMSNorm's eps (their registered default), which a RowNorm is given.
+EPS = 1e-5
 LENGTHS = np.array([43, 29, 0], np.int32)  # The longest < T: the loop stops at 43.
 
 #: Each per-example normalizer in LN's places; for the LSTM also on c alone, with no
@@ -177,10 +179,10 @@ def test_the_tile_normalizers_equal_the_normalizers_with_padded_tiles(kind):
   rng = np.random.default_rng(4)
   normal = lambda *shape: jnp.asarray(rng.standard_normal(shape), jnp.float32)
   features = _PARTS * _WIDTH
-  norm = {"ln": RowNorm(1 + normal(features), normal(features)),
-          "rms": RowNorm(1 + normal(features), None, stats=rms_rows()),
-          "prms": RowNorm(1 + normal(features), None, stats=rms_rows(5)),  # Over 2 tiles.
-          "ln_simple": RowNorm(jnp.ones(features), None),
+  norm = {"ln": RowNorm(1 + normal(features), normal(features), EPS),
+          "rms": RowNorm(1 + normal(features), None, EPS, stats=rms_rows()),
+          "prms": RowNorm(1 + normal(features), None, EPS, stats=rms_rows(5)),  # Over 2 tiles.
+          "ln_simple": RowNorm(jnp.ones(features), None, EPS),
           "dyt": kernel_norms.TanhNorm(jnp.float32(0.7), 1 + normal(features),
                                        normal(features))}[kind]
   x, dy = 2 + 3 * normal(_ROWS, features), normal(_ROWS, features)
@@ -237,7 +239,8 @@ def test_the_loop_runs_to_the_longest_sequence_both_ways(lengths, steps, monkeyp
 
 def _row_norm(rng, features, **kw):
   return RowNorm(jnp.asarray(1 + 0.3 * rng.standard_normal(features), jnp.float32),
-                 jnp.asarray(0.3 * rng.standard_normal(features), jnp.float32), **kw)
+                 jnp.asarray(0.3 * rng.standard_normal(features), jnp.float32),
+                 **{"eps": EPS, **kw})
 
 
 def test_outputs_past_a_sequence_hold_its_last_state_and_pass_their_gradients():

@@ -49,7 +49,6 @@ def test_the_handwriting_sampler_checks_its_text(monkeypatch, caplog, tmp_path):
     seen["ids"] = ids
     return {"moves": np.zeros((1, 3)), "finished": True}
 
-  monkeypatch.setattr(sampling, "make_generator", lambda model, max_steps: None)
   monkeypatch.setattr(sampling, "write_text", write_text)
   monkeypatch.setattr(handwriting_task.pictures, "save_sample",
                       lambda sample, text, scale, out_base, title: {"png": out_base})
@@ -57,7 +56,7 @@ def test_the_handwriting_sampler_checks_its_text(monkeypatch, caplog, tmp_path):
                                                             norm="ln"))
   record = {"alphabet": strokes.ALPHABET, "offset_scale": (1.0, 1.0)}
   with caplog.at_level(logging.WARNING):
-    handwriting_task.Task._write(fake, None, None, record, "ab 7", seed=0, bias=0.0,
-                                 out_base=str(tmp_path / "x"))
+    handwriting_task.Task._write(fake, lambda moves: None, None, record, "ab 7", seed=0,
+                                 bias=0.0, out_base=str(tmp_path / "x"))
   assert "'7'" in warnings(caplog)[0]
   assert seen["ids"][-1] == strokes.OTHER

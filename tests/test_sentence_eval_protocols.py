@@ -1,4 +1,4 @@
-"""Both evaluation protocols of lnorm.evaluation.sentence_eval (batched JAX solver) against
+"""Both evaluation protocols of experiments.skip_thoughts.sentence_eval (batched JAX solver) against
 direct scikit-learn implementations of them (one LogisticRegression per fold and C,
 solved to tol 1e-10), on small fixed features: the same C in every fold, the same
 accuracies (exactly: every prediction agrees), SICK's metrics to 1e-4."""
@@ -15,8 +15,8 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.utils import shuffle as sklearn_shuffle
 
-from lnorm.evaluation import linear_models
-from lnorm.evaluation import sentence_eval as se
+from experiments.skip_thoughts import linear_models
+from experiments.skip_thoughts import sentence_eval as se
 from lnorm.errors import UserError
 
 

@@ -1,12 +1,12 @@
 """SentEval / SICK readers (lnorm.data.senteval) on fixture files the tests write, and
-the evaluation protocols (lnorm.evaluation.sentence_eval) on features with known answers."""
+the evaluation protocols (experiments.skip_thoughts.sentence_eval) on features with known answers."""
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from lnorm.evaluation import linear_models
-from lnorm.evaluation import sentence_eval as se
+from experiments.skip_thoughts import linear_models
+from experiments.skip_thoughts import sentence_eval as se
 from lnorm.data import core
 from lnorm.data import senteval
 from lnorm.errors import UserError

@@ -1,7 +1,8 @@
-"""Every experiment's facts are declared once (lnorm.analysis.specs): the suite, the
-published numbers and the figures are read from the specs, the specs follow the one
-list of experiments (lnorm.training.experiments), and perm-MNIST's CPU sweep is the
-suite's grid."""
+"""Every experiment's facts are declared once, in its own spec
+(experiments/<name>/spec.py, read by name through lnorm.analysis.specs): the suite,
+the published numbers, the figures and the GPU check are read from the specs, the
+specs follow the one list of experiments (lnorm.training.experiments), and every
+config's scale grids are the suite's."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 
 import pytest
 
+from experiments.draw import spec as draw_spec
+from experiments.perm_mnist import spec as perm_mnist_spec
 from lnorm import config as config_lib
 from lnorm.analysis import plotting
 from lnorm.analysis import published
@@ -26,57 +29,86 @@ def test_one_list_names_the_experiments():
   # The registry is the list; training loads from it, the specs and the GPU check
   # follow it rather than naming the experiments again.
   assert task_lib.EXPERIMENTS is experiments.EXPERIMENTS
-  assert [s.name for s in specs.SPECS] == list(experiments.EXPERIMENTS)
+  assert [s.name for s in specs.all_specs()] == list(experiments.EXPERIMENTS)
   assert sorted(gpu_steps.EXPERIMENTS) == sorted(experiments.EXPERIMENTS)
   assert len(gpu_steps.EXPERIMENTS) == len(set(gpu_steps.EXPERIMENTS))
 
 
 def test_a_registered_experiment_without_a_spec_is_refused():
-  declared = {"perm_mnist": specs.PERM_MNIST, "draw": specs.DRAW}
-  assert specs.in_registry_order(declared, ("draw", "perm_mnist")) == (specs.DRAW,
-                                                                        specs.PERM_MNIST)
-  with pytest.raises(ValueError, match="without a spec: toy, other; declare each"):
+  declared = {"perm_mnist": perm_mnist_spec.SPEC, "draw": draw_spec.SPEC}
+  assert specs.in_registry_order(declared, ("draw", "perm_mnist")) == (draw_spec.SPEC,
+                                                                        perm_mnist_spec.SPEC)
+  with pytest.raises(ValueError, match="without a spec: toy, other; declare each as SPEC"):
     specs.in_registry_order(declared, ("perm_mnist", "toy", "draw", "other"))
-  with pytest.raises(ValueError, match="spec 'toy' names no experiment"):
-    specs._declare(_spec())  # pylint: disable=protected-access
-  with pytest.raises(ValueError, match="'draw' is declared twice"):
-    specs._declare(specs.DRAW)  # pylint: disable=protected-access
+  with pytest.raises(ValueError, match="'toy' is no experiment"):
+    specs.spec("toy")
+
+
+def test_a_spec_is_read_by_its_experiments_name(monkeypatch):
+  assert specs.spec("draw") is draw_spec.SPEC
+  # A registered experiment whose package has no spec module is named as missing.
+  monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "experiments.no_such_experiment")
+  with pytest.raises(ValueError, match="without a spec: toy"):
+    specs.all_specs()
+  # One whose spec module declares another experiment's spec is refused.
+  monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "experiments.draw")
+  with pytest.raises(ValueError, match="declares no SPEC = ExperimentSpec\\('toy'"):
+    specs.spec("toy")
 
 
 def test_the_suite_figures_and_published_numbers_are_the_specs():
-  assert suite.SUITE is specs.SPECS
-  assert plotting.FIGURES is specs.FIGURES
-  assert published.PUBLISHED == tuple(p for s in specs.SPECS for p in s.published)
-  assert {f.experiment for f in plotting.FIGURES.values()} <= set(specs.BY_NAME)
-  for spec in specs.SPECS:
+  assert suite.SUITE == specs.all_specs()
+  assert all(suite.BY_NAME[s.name] is s for s in specs.all_specs())
+  assert plotting.FIGURES == specs.figures()
+  assert published.PUBLISHED == tuple(p for s in specs.all_specs() for p in s.published)
+  assert {f.experiment for f in plotting.FIGURES.values()} <= set(suite.BY_NAME)
+  for spec in specs.all_specs():
     assert all(plotting.FIGURES[n] is f for n, f in spec.figures.items())
 
 
 def test_every_setting_names_a_config_that_exists():
-  for spec in specs.SPECS:
+  for spec in specs.all_specs():
     for setting in spec.scales.values():
       path = setting.config.split(":")[0]
       assert os.path.exists(os.path.join(REPO, path)), (spec.name, path)
       assert os.path.basename(path) == f"{spec.name}.py", (spec.name, path)
 
 
-def test_perm_mnist_cpu_sweep_is_the_suites_grid():
-  grid = runner.load_sweep("configs/perm_mnist.py", "cpu")
-  members = suite.members([suite.BY_NAME["perm_mnist"]], "cpu")
-  # One batch size, 7 normalizers, the pilot's first 3 seeds (lnorm benchmark sizes
-  # the pilot from seed 0's minutes and adds the seeds by power).
-  assert len(grid) == len(members) == 21
-  setting = suite.BY_NAME["perm_mnist"].scales["cpu"]
+@pytest.mark.parametrize("experiment", list(experiments.EXPERIMENTS))
+@pytest.mark.parametrize("scale", specs.SCALES)
+def test_every_configs_scale_sweep_is_the_suites_grid(experiment, scale):
+  grid = runner.load_sweep(f"configs/{experiment}.py", scale)
+  e = suite.BY_NAME[experiment]
+  members = suite.members([e], scale)
+  assert len(grid) == len(members)
+  setting = e.scales[scale]
   for overrides, member in zip(grid, members):
     assert overrides["norm"] == member.norm and int(overrides["seed"]) == member.seed
     for key, value in {**setting.overrides, **member.variant}.items():
       assert str(overrides[key]) == value, key
     # Runs of the sweep are the benchmark's members: the rule judges them.
-    assert overrides["benchmark_hash"] == suite.member_hash(
-        suite.BY_NAME["perm_mnist"], "cpu", member.variant)
+    assert overrides["benchmark_hash"] == suite.member_hash(e, scale, member.variant)
+
+
+def test_perm_mnists_batch_rule_is_written_once():
+  # One batch size, 7 normalizers, the pilot's first 3 seeds (lnorm benchmark sizes
+  # the pilot from seed 0's minutes and adds the seeds by power).
+  grid = runner.load_sweep("configs/perm_mnist.py", "cpu")
+  assert len(grid) == 21
   config = config_lib.load_config("configs/perm_mnist.py")
   config_lib.apply_overrides(config, grid[-1])
   assert (config.num_epochs, config.batch_size, config.norm_options.bn.unbiased) == (1, 4, True)
+  # The config argument, the suite's variants and the config's own grids agree, at the
+  # threshold (4: unbiased) and past it, and with a batch that divides 256 unevenly.
+  for b in (3, 4, 5, 128):
+    config = config_lib.load_config(f"configs/perm_mnist.py:batch_size={b}")
+    assert (config.steps_per_call, config.norm_options.bn.unbiased) == (256 // b, b <= 4)
+    assert perm_mnist_spec.batch_variant(b) == {
+        "batch_size": str(b), "steps_per_call": str(256 // b),
+        "norm_options.bn.unbiased": str(b <= 4).lower()}
+  figure6 = runner.load_sweep("configs/perm_mnist.py", "figure6")
+  assert [(m["batch_size"], m["steps_per_call"], m["norm_options.bn.unbiased"])
+          for m in figure6[::3]] == [("128", "2", "False"), ("4", "64", "True")]
 
 
 def _spec(**changes):
@@ -101,13 +133,13 @@ def test_a_spec_refuses_an_unknown_scale():
 
 
 def test_every_experiment_is_given_at_every_scale():
-  for spec in specs.SPECS:
+  for spec in specs.all_specs():
     assert set(spec.scales) == set(specs.SCALES), spec.name
 
 
 def test_every_figure_says_what_it_draws_in_the_plot_commands_help():
   from lnorm.commands import plot as plot_command  # pylint: disable=g-import-not-at-top
-  for name, figure in specs.FIGURES.items():
+  for name, figure in specs.figures().items():
     assert figure.summary, name
     assert f"{name} ({figure.experiment}: {figure.summary})" in plot_command.FIGURE_HELP
 
@@ -201,7 +233,7 @@ V2_MEMBER_HASHES = {
 
 def test_the_member_hashes_are_pinned():
   found = {(e.name, scale, i): suite.member_hash(e, scale, v)
-           for e in specs.SPECS for scale in specs.SCALES
+           for e in specs.all_specs() for scale in specs.SCALES
            for i, v in enumerate(e.scales[scale].variants)}
   changed = sorted(k for k in found.keys() | MEMBER_HASHES.keys()
                    if found.get(k) != MEMBER_HASHES.get(k))
@@ -217,3 +249,29 @@ def test_each_rule_2_hash_stands_for_its_settings_hash_now():
   assert suite.RULE_V2_HASHES == {V2_MEMBER_HASHES[k]: MEMBER_HASHES[k]
                                   for k in V2_MEMBER_HASHES}
   assert all(suite.current_hash(h) == h for h in MEMBER_HASHES.values())
+
+
+def test_a_spec_refuses_variants_its_keys_cannot_tell_apart():
+  variants = ({"batch_size": "4", "steps_per_call": "64"},
+              {"batch_size": "4", "steps_per_call": "32"})
+  with pytest.raises(ValueError, match="two variants at scale cpu have the same name"):
+    _spec(scales={"cpu": specs.Setting("configs/toy.py", {}, variants=variants)},
+          variant_keys=("batch_size",))
+  _spec(scales={"cpu": specs.Setting("configs/toy.py", {}, variants=variants)},
+        variant_keys=("batch_size", "steps_per_call"))
+
+
+def test_the_gpu_check_reads_the_specs():
+  from lnorm.gpucheck import fig6, rnn_layers  # pylint: disable=g-import-not-at-top
+  ranked = [s.name for s in sorted((s for s in specs.all_specs()
+                                    if s.gpu.step_cost_rank is not None),
+                                   key=lambda s: s.gpu.step_cost_rank)]
+  assert list(gpu_steps.EXPERIMENTS[:len(ranked)]) == ranked == [
+      "transformer_lm", "skip_thoughts", "handwriting", "attentive_reader", "draw"]
+  assert gpu_steps.TOY_EXPERIMENTS == ("perm_mnist", "handwriting")
+  assert {size.name for size in rnn_layers.SIZES[False]} == {"handwriting",
+                                                             "attentive_reader"}
+  assert fig6.EXPERIMENT == "perm_mnist" and fig6.VARIANT == "batch_size=128"
+  # The figure's variant is one of the suite's paper-scale variants.
+  assert suite.members([suite.BY_NAME["perm_mnist"]], "paper", norms=["ln"], seeds=[0],
+                       variants=suite.parse_variants(fig6.VARIANT))

@@ -193,7 +193,7 @@ def test_scalar_gains_get_their_analytic_gradients():
   x = _x((3, 5), shift=0.2)
   w = np.random.default_rng(4).normal(size=x.shape)
   x64 = x.astype(np.float64)
-  g_grad = jax.grad(lambda g: jnp.sum(F.scale_norm(jnp.asarray(x), g) * w))(1.7)
+  g_grad = jax.grad(lambda g: jnp.sum(F.scale_norm(jnp.asarray(x), g, eps=1e-5) * w))(1.7)
   want = np.sum(w * x64 / np.sqrt(np.sum(x64 ** 2, -1, keepdims=True) + 1e-5))
   np.testing.assert_allclose(g_grad, want, rtol=1e-5)
   a_grad = jax.grad(lambda a: jnp.sum(F.dynamic_tanh(jnp.asarray(x), a, None, None) * w))(0.8)

@@ -18,7 +18,6 @@ import time
 import pytest
 
 from lnorm.sweeps import benchmark as bench
-from lnorm.sweeps import preemption
 from lnorm.sweeps import runner
 from lnorm.sweeps.space import SweepSpace
 from tests.helpers import epoch_records, lnorm_subprocess
@@ -131,8 +130,8 @@ def _finished_member(calls, signal_after=None):
   between two members."""
   fake = _fake_train(calls)
 
-  def run_member(config_spec, member, extra, sweep_name, stream):
-    outcome = fake(config_spec, member, extra, sweep_name, stream)
+  def run_member(config_spec, member, extra, sweep_name, stream, signals):
+    outcome = fake(config_spec, member, extra, sweep_name, stream, signals)
     if member.name == signal_after:
       os.kill(os.getpid(), signal.SIGTERM)
     return outcome
@@ -176,12 +175,20 @@ def test_a_sigterm_after_the_last_member_still_exits_as_stopped(tmp_path, monkey
 
 def test_a_member_started_just_after_the_signal_gets_it_at_once():
   # The signal came after the sweep's check and before the process existed.
-  with preemption.forwarding():
-    os.kill(os.getpid(), signal.SIGTERM)
-    assert preemption.stopping() == "SIGTERM"
-    proc = preemption.start([sys.executable, "-c", "import time; time.sleep(60)"])
-    assert preemption.wait(proc) == -signal.SIGTERM
+  with runner.stop_signals() as signals:
+    with signals:  # Entered again (a benchmark's sweep): the same handler.
+      os.kill(os.getpid(), signal.SIGTERM)
+    assert signals.received == "SIGTERM"
+    proc = signals.start([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert signals.wait(proc) == -signal.SIGTERM
   assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_signal_reaches_the_members_running():
+  with runner.stop_signals() as signals:
+    proc = signals.start([sys.executable, "-c", "import time; time.sleep(60)"])
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert signals.wait(proc) == -signal.SIGTERM
 
 
 def test_a_member_killed_by_the_sweeps_signal_counts_as_interrupted(tmp_path, monkeypatch):
@@ -190,12 +197,13 @@ def test_a_member_killed_by_the_sweeps_signal_counts_as_interrupted(tmp_path, mo
   member_program.write_text("#!/bin/sh\nkill -TERM $$\n")
   member_program.chmod(0o755)
   monkeypatch.setattr(sys, "executable", str(member_program))
-  monkeypatch.setattr(preemption, "_received", "SIGTERM")
+  signals = runner.stop_signals()
+  signals.received = "SIGTERM"
   member = runner.Member("seed=0", {"seed": "0"}, str(tmp_path / "m"))
-  outcome = runner._run_member("c.py", member, {}, "s", stream=False)  # pylint: disable=protected-access
+  outcome = runner._run_member("c.py", member, {}, "s", False, signals)  # pylint: disable=protected-access
   assert (outcome.status, outcome.returncode) == ("interrupted", -signal.SIGTERM)
-  monkeypatch.setattr(preemption, "_received", None)  # Without the sweep's signal: failed.
-  outcome = runner._run_member("c.py", member, {}, "s", stream=False)  # pylint: disable=protected-access
+  signals.received = None  # Without the sweep's signal: failed.
+  outcome = runner._run_member("c.py", member, {}, "s", False, signals)  # pylint: disable=protected-access
   assert outcome.status == "failed"
 
 
@@ -208,8 +216,8 @@ def test_a_sigterm_between_benchmark_members_saves_records_and_stops(tmp_path, m
   monkeypatch.setattr(runner, "_run_member", _finished_member(calls, signal_after="seed=0"))
   (plan,) = bench.plans([TOY], "cpu", str(tmp_path / "runs"))
   records = str(tmp_path / "results")
-  with preemption.forwarding(), pytest.raises(runner.Interrupted):
-    bench.run(plan, records)
+  with runner.stop_signals() as signals, pytest.raises(runner.Interrupted):
+    bench.run(plan, records, signals=signals)
   assert calls == ["norm=none,seed=0"]  # Not norm=ln,seed=0, next in the plan.
   assert os.listdir(os.path.join(records, "perm_mnist")) == ["norm=none,seed=0"]
 

@@ -12,10 +12,10 @@ import ml_collections
 import numpy as np
 import pytest
 
+from experiments.handwriting import mdn
 from lnorm import config as config_lib
 from lnorm.data.core import Dataset
 from lnorm.evaluation import trivial
-from lnorm.models import mdn
 from lnorm.training import task as task_lib
 from lnorm.training.task import load_task
 

@@ -24,11 +24,10 @@ pre-activations of attention and readout; ``ln``, LN-LSTMs with the gain init
 
 from __future__ import annotations
 
-import logging
-
 import jax.numpy as jnp
 import optax
 
+from experiments.attentive_reader import clip
 from experiments.attentive_reader import initialisation
 from experiments.attentive_reader import model as model_lib
 from experiments.attentive_reader.model import (
@@ -41,11 +40,7 @@ from lnorm.normalization import PER_EXAMPLE_NORMS, Identity, make_norm
 from lnorm.rnn import cell_options, make_lstm_cell
 from lnorm.training.task import Task as BaseTask
 
-#: Configs already warned about in this process (a sweep checks a config several times).
-_WARNED: set[str] = set()
-
-
-def _warn_if_it_cannot_learn(config) -> None:
+def cannot_learn(config) -> tuple[str, ...]:
   """LN at gain 1.0 under the authors' clip rule is the variant docs/results.md finds
   never learns: the first gradients on long passages reach 1e16 and more, the rule
   hands Adam 10 sqrt of that, and the run stays at chance. Allowed (Figure 2 ran it),
@@ -53,17 +48,13 @@ def _warn_if_it_cannot_learn(config) -> None:
   if (config.norm != "ln" or config.norm_options.ln.scale_init != 1.0
       or config.optimizer.clip_global_norm_rule != "attentive_reader_code"
       or not config.optimizer.clip_global_norm):
-    return
-  key = str(config.get("scale"))
-  if key in _WARNED:
-    return
-  _WARNED.add(key)
-  logging.warning(
-      "norm=ln with gain 1.0 under the authors' clip rule "
-      "(optimizer.clip_global_norm_rule=attentive_reader_code) did not learn in "
-      "docs/results.md: its gradients explode with passage length and the run stays at "
-      "chance. For a run that learns use the config argument ln_gain=0.1 (Cooijmans et "
-      "al.'s gain), or --config.optimizer.clip_global_norm_rule=standard.")
+    return ()
+  return ("norm=ln with gain 1.0 under the authors' clip rule "
+          "(optimizer.clip_global_norm_rule=attentive_reader_code) did not learn in "
+          "docs/results.md: its gradients explode with passage length and the run stays "
+          "at chance. For a run that learns use the config argument ln_gain=0.1 "
+          "(Cooijmans et al.'s gain), or --config.optimizer.clip_global_norm_rule="
+          "standard.",)
 
 
 #: ``norm`` -> (LSTM variant of lnorm.rnn, whether the feed-forward layers get BN).
@@ -78,6 +69,7 @@ class Task(BaseTask):
 
   norms = tuple(VARIANTS)
   rng_streams = ("dropout", "entities")
+  clip_rules = clip.CLIP_RULES
   length_feature = ("passage", "passage_length")
 
   def __init__(self, config):
@@ -89,8 +81,10 @@ class Task(BaseTask):
     if m.answer_vocabulary not in ANSWER_VOCABULARIES:
       raise ConfigError(f"model.answer_vocabulary={m.answer_vocabulary!r}. Valid choices: "
                         f"{', '.join(ANSWER_VOCABULARIES)}.")
-    _warn_if_it_cannot_learn(config)
     self.inits = initialisation.from_config(config)
+
+  def run_warnings(self):
+    return cannot_learn(self.config)
 
   def build_model(self, dataset):
     info = dataset.info

@@ -23,9 +23,10 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.bln_cifar import lenet
+from experiments.bln_cifar.lenet import LeNet
 from lnorm.errors import ConfigError
 from lnorm.evaluation import trivial
-from lnorm.models import LeNet, lenet
 from lnorm.normalization import PER_EXAMPLE_NORMS, make_norm
 from lnorm.training.task import Task as BaseTask
 from lnorm.training.task import classification_metrics

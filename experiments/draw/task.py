@@ -9,7 +9,6 @@ reported bound is the DRAW paper's one-sample estimate, the same noise every epo
 
 from __future__ import annotations
 
-import functools
 import os
 
 import jax
@@ -73,7 +72,7 @@ class Task(BaseTask):
     if jax.process_index() != 0:
       return None
     model = run.model
-    generate, reconstruct = picture_fns(model)
+    generate, reconstruct = run.compiled("pictures", lambda: picture_fns(model))
     params = jax.device_get(state.params)
     key = jax.random.fold_in(jax.random.key(self.config.seed), step)
     height, width = model.image_shape
@@ -105,11 +104,9 @@ def bound_metrics(outputs, images):
   return jnp.mean(total), {"nll_bound": total, "reconstruction": reconstruction, "kl": kl}
 
 
-@functools.lru_cache(maxsize=2)
 def picture_fns(model: Draw):
   """``(generate, reconstruct)``: ``model`` jitted to draw samples and to trace a
-  reconstruction, glimpse by glimpse. Cached by the model they are compiled from
-  (flax hashes it), so that every epoch end of a run reuses one compilation."""
+  reconstruction, glimpse by glimpse (compiled once per run: ``run.compiled``)."""
   model = model.clone(trace=True)
 
   @jax.jit

@@ -8,7 +8,7 @@ one-hot characters ``c_u`` tells them where in the text they are:
               kappa_t = kappa_{t-1} + exp(k);
               phi(t, u) = sum_k alpha_k exp(-beta_k (kappa_k - u)^2);  w_t = sum_u phi(t, u) c_u
   layer n>1:  hn_t = LSTMn(x_t, w_t, h(n-1)_t, hn_{t-1})
-  output:     y_t = W_y [h1_t, h2_t, h3_t] + b_y  (a mixture, see lnorm.models.mdn)
+  output:     y_t = W_y [h1_t, h2_t, h3_t] + b_y  (a mixture, see experiments.handwriting.mdn)
 
 and ``y_t`` predicts the next move ``x_{t+1}``. Layer 1 and the window form one
 recurrence (``w_{t-1}`` enters layer 1), so they run as one scanned cell; layers 2
@@ -33,7 +33,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lnorm.models import mdn
+from experiments.handwriting import mdn
 from lnorm.normalization import Dense
 from lnorm.rnn import RecurrentLayer, sequence_mask
 

@@ -18,8 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.handwriting import mdn
 from experiments.handwriting.model import HandwritingSynthesis, WindowedLSTM
-from lnorm.models import mdn
 from lnorm.data import strokes as strokes_lib
 from lnorm.normalization import Dense
 

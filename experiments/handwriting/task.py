@@ -14,7 +14,6 @@ every epoch the model writes ``config.sample_text`` into ``<workdir>/images/``;
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -31,8 +30,8 @@ from lnorm.errors import UserError
 from lnorm.evaluation import trivial
 from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_lstm_cell
-from lnorm.training import assembly
 from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
+from lnorm.training.train_state import TrainStateInitializer
 
 DATA_RECORD = "handwriting_data.json"
 
@@ -46,15 +45,6 @@ def build_model(config, num_symbols: int) -> HandwritingSynthesis:
                               # Runs from before the field started the window at 1.
                               window_initial_step=c.get("window_initial_step", 1.0),
                               unroll=c.get("scan_unroll", 1))
-
-
-@functools.lru_cache(maxsize=2)
-def generator(model: HandwritingSynthesis, max_steps: int):
-  """The jitted sampler of ``model`` for ``max_steps`` moves. Cached by exactly what
-  it is compiled from (the model, which flax hashes, and the length), so that every
-  epoch's sample of a run reuses one compilation (minutes at the paper's size) while
-  another model or length gets its own."""
-  return sampling.make_generator(model, max_steps)
 
 
 class Task(BaseTask):
@@ -105,7 +95,11 @@ class Task(BaseTask):
     text = self.config.get("sample_text", "")
     if text:
       base = os.path.join(workdir, "images", f"sample_{step:08d}")
-      paths = self._write(run.model, jax.device_get(state.params), record, text,
+      # Every epoch's sample of a run reuses one compilation (minutes at the paper's
+      # size); another length gets its own.
+      generator = lambda moves: run.compiled(
+          ("sampler", moves), lambda: sampling.make_generator(run.model, moves))
+      paths = self._write(generator, jax.device_get(state.params), record, text,
                           seed=step, bias=self.config.get("sample_bias", 0.0),
                           out_base=base)
       writer.write_images(step, {"sample": paths["png"],
@@ -127,18 +121,19 @@ class Task(BaseTask):
     if out_base is None:
       slug = re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")[:40] or "text"
       out_base = os.path.join(workdir, "samples", f"{slug}_bias{bias:g}_seed{seed}")
-    return self._write(model, params, record, text, seed=seed, bias=bias,
-                       out_base=out_base)
+    return self._write(lambda moves: sampling.make_generator(model, moves), params,
+                       record, text, seed=seed, bias=bias, out_base=out_base)
 
-  def _write(self, model, params, record, text, *, seed, bias,
+  def _write(self, generator, params, record, text, *, seed, bias,
              out_base) -> dict[str, str]:
-    """Writes ``text`` with ``model`` at ``params``: the pictures' paths."""
+    """Writes ``text`` with the model's sampler for a number of moves,
+    ``generator(moves)``, at ``params``: the pictures' paths."""
     ids = sampling.text_ids(text, record["alphabet"])
     if not len(ids):
       raise UserError("The text to write is empty.")
     # Lines average about 20 moves per character; leave room for slow writers.
     max_steps = int(self.config.get("sample_max_steps", 0)) or 40 * len(ids) + 100
-    generate = generator(model, max_steps)
+    generate = generator(max_steps)
     sample = sampling.write_text(generate, params, ids, seed, bias)
     title = f"{text!r} (norm={self.config.norm}, bias={bias:g}, seed={seed}" + (
         ")" if sample["finished"] else f", stopped at {max_steps} moves)")
@@ -166,4 +161,4 @@ def restore_params(config, task: Task, model: HandwritingSynthesis, workdir: str
   n = config.batch_size
   examples = {"strokes": np.zeros((n, 2, 3), np.float32), "length": np.ones(n, np.int32),
               "text": np.zeros((n, 1), np.int32), "text_length": np.ones(n, np.int32)}
-  return assembly.restore_trained(config, task, model, examples, workdir)[0].params
+  return TrainStateInitializer(config, task, model).from_checkpoint(workdir, examples)[0].params

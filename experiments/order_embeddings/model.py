@@ -6,7 +6,7 @@ docs/experiments.md, sec. 7), and the loss both are trained with.
            code did) -> L2-normalise -> |.|
   image:   linear D -> 1024 (D = 4096 VGG features) -> L2-normalise -> |.|
 
-A score s(caption, image) from ``lnorm.evaluation.retrieval`` (higher = better match) ranks
+A score s(caption, image) from ``experiments.order_embeddings.retrieval`` (higher = better match) ranks
 pairs: the order-violation penalty ``-||max(0, s - im)||^2`` or, for the symmetric
 model of Kiros et al., the cosine (then without the absolute value).
 """
@@ -19,7 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lnorm.evaluation import retrieval
+from experiments.order_embeddings import retrieval
 from lnorm.models.initializers import symmetric_uniform
 from lnorm.rnn import RecurrentLayer, make_gru_cell
 

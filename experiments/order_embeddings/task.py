@@ -33,7 +33,6 @@ The training loss is the contrastive hinge summed over the batch's pairs
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import jax
@@ -41,8 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.order_embeddings import model as model_lib
+from experiments.order_embeddings import retrieval
 from experiments.order_embeddings.model import OrderEmbedding, contrastive_loss
-from lnorm.evaluation import retrieval
 from lnorm.evaluation import trivial
 from lnorm.data import batching
 from lnorm.errors import ConfigError
@@ -52,6 +51,7 @@ from lnorm.training import parallel
 from lnorm.training.best_model import BestModel
 from lnorm.training.defaults import KEPT_STEP
 from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
+from lnorm.training.train_state import TrainStateInitializer
 
 
 class Task(BaseTask):
@@ -140,7 +140,7 @@ class Task(BaseTask):
   def embed_split(self, run, variables, split: str) -> tuple[np.ndarray, np.ndarray]:
     """``(images [N, E], captions [N * K, E])`` of ``run``'s split, on the host."""
     arrays = run.dataset.splits[split]
-    embed = embedder(run.model, run.mesh)
+    embed = run.compiled("embedder", lambda: embedder(run.model, run.mesh))
     images, captions = [], []
     for batch in batching.eval_batches(arrays, self.config.eval_batch_size,
                                        run.mesh.size):
@@ -184,17 +184,17 @@ class Task(BaseTask):
     del writer
     out, best = self._validate_and_select(run, state, workdir, step)
     if step >= run.total_steps and "test" in run.dataset.splits:
-      selected = best.restore({"params": state.params})
-      out.update({f"test/{k}": v
-                  for k, v in self.retrieval_scores(run, selected, "test").items()})
+      # The store keeps the parameters alone (the model has no batch statistics).
+      selected = TrainStateInitializer.from_kept(state, best, ("params",))
+      out.update({f"test/{k}": v for k, v in self.retrieval_scores(
+          run, {"params": selected.params}, "test").items()})
     return out
 
 
-@functools.lru_cache(maxsize=2)
 def embedder(model: OrderEmbedding, mesh):
   """``model``'s evaluation-mode embedding, jitted with its outputs replicated over
-  ``mesh``. Cached by exactly those two (flax hashes the model, JAX the mesh), so that
-  the validations of a run, every few hundred updates, compile it once."""
+  ``mesh``: compiled once per run (``run.compiled``), whose validations come every
+  few hundred updates."""
 
   def embed(variables, captions, lengths, images):
     return model.apply(variables, captions, lengths, images, train=False)

@@ -40,8 +40,8 @@ from lnorm.errors import UserError
 from lnorm.evaluation import trivial
 from lnorm.normalization import PER_EXAMPLE_NORMS
 from lnorm.rnn import cell_options, make_gru_cell, masked_mean, sequence_mask
-from lnorm.training import assembly, parallel, steps
 from lnorm.training.task import LOSS_REDUCTIONS, Task as BaseTask
+from lnorm.training.train_state import TrainStateInitializer
 
 VOCABULARY_FILE = "vocabulary.txt"
 ENCODERS = ("trained", "random", "bow")
@@ -104,12 +104,12 @@ class Task(BaseTask):
     vocab = load_vocabulary(workdir)
     model = self.model_for_vocabulary(len(vocab))
     examples = placeholder_examples(self.config.batch_size, self.config.data.max_words)
+    initializer = TrainStateInitializer(self.config, self, model)
     if kind == "random":
-      state, step = steps.init_train_state(self.config, self, model, examples,
-                                           parallel.make_mesh()), 0
+      state, step = initializer.from_scratch(examples), 0
     else:
-      state, step = assembly.restore_trained(
-          self.config, self, model, examples, workdir,
+      state, step = initializer.from_checkpoint(
+          workdir, examples,
           "train it first with `lnorm train`, or evaluate --encoder random")
     return params_encoder(model, jax.device_get(state.params), vocab, kind), step
 
@@ -118,7 +118,7 @@ class Task(BaseTask):
     evaluated every 50k): the training encoder on ``config.sentence_eval.tasks``, as
     ``eval/<task>_<metric>``, the keys ``lnorm evaluate`` writes."""
     del workdir, step
-    from lnorm.evaluation import sentence_eval  # pylint: disable=g-import-not-at-top  (scikit-learn)
+    sentence_eval = self.sentence_evaluation()
     c = self.config
     vocab = text.Vocabulary(list(run.dataset.info["vocabulary"]))
     encode = params_encoder(run.model, jax.device_get(state.params), vocab, "trained")
@@ -128,6 +128,11 @@ class Task(BaseTask):
         folds=c.sentence_eval.folds, inner_folds=c.sentence_eval.inner_folds,
         log=logging.info)
     return {f"eval/{k}": v for k, v in scores.items()}
+
+  def sentence_evaluation(self):
+    # Imported when asked for: it needs scikit-learn, which training does not.
+    from experiments.skip_thoughts import sentence_eval  # pylint: disable=g-import-not-at-top
+    return sentence_eval
 
   def end_of_epoch(self, run, state, workdir, step, writer):
     del state, step, writer

@@ -29,12 +29,12 @@ from lnorm.training.task import Task as BaseTask
 def block_norms(config) -> tuple[Norm, Norm]:
   """``(attention_norm, norm)``: the normalizer before (pre) or after (post) the
   attention, and the one of the MLP and the final normalization. They differ only in
-  an ``alpha_init_attention`` option (DyT's, see configs/transformer_lm.py), which
-  becomes the attention normalizer's ``alpha_init``."""
+  DyT's registered ``alpha_init_attention`` option (see configs/transformer_lm.py),
+  which, when set, becomes the attention normalizer's ``alpha_init``."""
   if config.placement == "none":
     return make_norm("none"), make_norm("none")
   options = dict(config.norm_options.get(config.norm) or {})
-  attention_alpha = options.pop("alpha_init_attention", None)
+  attention_alpha = options.get("alpha_init_attention")
   attention_options = (options if attention_alpha is None
                        else {**options, "alpha_init": attention_alpha})
   return make_norm(config.norm, attention_options), make_norm(config.norm, options)

@@ -26,6 +26,7 @@ from lnorm.analysis import specs
 from lnorm.errors import UserError
 from lnorm.analysis.runs import (LABEL_IGNORE, Run, is_ignored, is_seed, label_runs, load_runs,
                                  summary_metrics)
+from lnorm.training.experiments import EXPERIMENTS
 
 
 def _pyplot():
@@ -318,7 +319,7 @@ def _panel_per_setting(metrics, per_metric, x, logy, logx):
 
 #: The figures are declared in their experiments' specs (lnorm.analysis.specs).
 Line, Panel, Figure = specs.Line, specs.Panel, specs.Figure
-FIGURES = specs.FIGURES
+FIGURES: dict[str, Figure] = specs.figures()
 
 
 def _matches(run: Run, where: Mapping[str, Any]) -> bool:
@@ -512,6 +513,6 @@ def figure_fields(spec: Figure) -> set[str]:
   and the seed: those its panels are drawn at (Figure 6's batch size), and those that
   name its experiment's variants in the benchmark, which are the paper's settings (the
   reader's LN gain, 1.0 and 0.1 in Figure 2)."""
-  experiment = specs.BY_NAME.get(spec.experiment)
+  experiment = (specs.spec(spec.experiment) if spec.experiment in EXPERIMENTS else None)
   variants = [v for s in experiment.scales.values() for v in s.variants] if experiment else []
   return {k for p in spec.panels for k in p.where} | {k for v in variants for k in v}

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from lnorm.analysis import specs
 
 Published = specs.Published
-PUBLISHED: tuple[Published, ...] = specs.PUBLISHED
+PUBLISHED: tuple[Published, ...] = specs.published()
 
 #: The training examples (train + validation) of each full dataset: fewer means a run
 #: saw partial data.

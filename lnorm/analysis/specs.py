@@ -1,26 +1,29 @@
-"""Every experiment's facts, declared once: one :class:`ExperimentSpec` per experiment.
+"""What an experiment's spec is made of, and the specs read by experiment name.
 
-A spec says what the benchmark runs (its normalizers, its settings per scale, its
-claims and the validation metric they read), what the papers published (the numbers
-``lnorm report`` sets beside a run) and how the paper drew it (the figures ``lnorm
-plot --figure`` lays out). The benchmark's suite (``lnorm.sweeps.benchmark_suite``),
-the published comparison (``lnorm.analysis.published``) and the figures
-(``lnorm.analysis.plotting``) are read from :data:`SPECS`, which holds one spec for
-each experiment of the registry, ``lnorm.training.experiments`` (training may not
-import the analysis, so the list of experiments lives there), in its order.
+Each experiment declares its facts once, in ``experiments/<name>/spec.py``, as
+``SPEC = ExperimentSpec(...)``: what the benchmark runs (its normalizers, its settings
+per scale with the variant fields that name a member, its claims and the validation
+metric they read), what the papers published (the numbers ``lnorm report`` sets
+beside a run), how the paper drew it (the figures ``lnorm plot --figure`` lays out)
+and what the GPU check measures of it. The library reads a spec by the experiment's
+name in the registry (``lnorm.training.experiments``, the one list of experiments),
+never by importing an experiment: :func:`spec`, and :data:`SPECS`, :data:`BY_NAME`,
+:data:`FIGURES` and :data:`PUBLISHED`, which are read afresh from the specs each time
+(a spec module is imported once, as any module is).
 
-Adding an experiment: its task under ``experiments/<name>/``, its config under
-``configs/``, its line in the registry, and its spec here, declared with
-``_declare``; an experiment without a spec stops this module's import with a message.
+This module holds the types and the pieces several experiments share (the BLN
+paper's claims, published logs and figures; a batch size as a variant), and imports
+no experiment: a spec imports it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Any, Mapping, Sequence
 
 from lnorm.analysis.rule import Claim
-from lnorm.training.experiments import EXPERIMENTS
+from lnorm.training import experiments as registry
 
 #: The scales every experiment's benchmark settings are given at.
 SCALES = ("cpu", "paper")
@@ -122,6 +125,47 @@ class Figure:
 
 
 @dataclasses.dataclass(frozen=True)
+class RecurrentLayerSize:
+  """One recurrent layer of an experiment's model at the paper's size, which the GPU
+  check's ``rnn`` phase times forward and backward."""
+  batch: int
+  steps: int
+  input: int
+  hidden: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuBenchmark:
+  """A paper's figure run at the paper's scale by the GPU check's ``fig6`` phase,
+  through ``lnorm benchmark``: one variant of the experiment's paper setting (as
+  ``--variants`` takes it), the normalizers, the seeds run in waves (the rehearsal's,
+  ``--toy``, the first two), and the dotted overrides of every run (the rehearsal's on
+  top)."""
+  figure: str
+  variant: str
+  norms: tuple[str, ...]
+  seeds: tuple[int, ...]
+  overrides: Mapping[str, str]
+  toy_overrides: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuCheck:
+  """What the GPU check (``lnorm.gpucheck``, scripts/gpu/run.sh) measures of an
+  experiment, besides its train step at its config's size (every experiment's)."""
+  #: The rank of its train step's cost on a GPU (1: the costliest), whose steps the
+  #: ``experiments`` phase starts first so that its parallel workers finish together;
+  #: None: after those, in the registry's order.
+  step_cost_rank: int | None = None
+  #: Whether the rehearsal (``--toy``) times its step too.
+  in_rehearsal: bool = False
+  #: Its recurrent layers at the papers' sizes (the ``rnn`` phase).
+  recurrent_layers: tuple[RecurrentLayerSize, ...] = ()
+  #: Its figure at the paper's scale (the ``fig6`` phase).
+  benchmark: GpuBenchmark | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class ExperimentSpec:
   """One experiment's facts. ``norms``, ``claims``, ``scales`` and ``metric`` are the
   benchmark's (``claims``: those of every scale whose setting gives none of its own);
@@ -139,6 +183,10 @@ class ExperimentSpec:
   # baseline, or LN where a variant has none (the Transformer's normalizer-free net
   # is a placement of its own, so its pre-LN rows are read against LN).
   reference: str = "none"
+  # The variant fields that name a member (``batch_size=25,norm=ln,seed=0``); the
+  # others go with them (the steps per call a batch size sets).
+  variant_keys: tuple[str, ...] = ()
+  gpu: GpuCheck = GpuCheck()
 
   def __post_init__(self):
     # The published entries and figures name their experiment for their readers;
@@ -152,25 +200,20 @@ class ExperimentSpec:
     if unknown:
       raise ValueError(f"spec {self.name!r} gives unknown scales {unknown}; the "
                        f"scales: {', '.join(SCALES)}")
+    for scale, setting in self.scales.items():
+      names = [tuple(self.variant_name(v).items()) for v in setting.variants]
+      if len(set(names)) < len(names):
+        raise ValueError(f"spec {self.name!r}: two variants at scale {scale} have the "
+                         f"same name; its variant_keys {self.variant_keys} must tell "
+                         "them apart")
+
+  def variant_name(self, variant: Mapping[str, str]) -> dict[str, str]:
+    """The fields of ``variant`` that name a member, in the variant's order."""
+    return {k: str(v) for k, v in variant.items() if k in self.variant_keys}
 
   def claims_at(self, scale: str) -> tuple[Claim, ...]:
     own = self.scales[scale].claims
     return self.claims if own is None else own
-
-
-#: The specs declared below, by experiment (:func:`_declare`); :data:`SPECS` orders them.
-_DECLARED: dict[str, ExperimentSpec] = {}
-
-
-def _declare(spec: ExperimentSpec) -> ExperimentSpec:
-  """Records ``spec`` as its experiment's facts: one spec per registered experiment."""
-  if spec.name not in EXPERIMENTS:
-    raise ValueError(f"spec {spec.name!r} names no experiment of "
-                     "lnorm/training/experiments.py: add the experiment there first")
-  if spec.name in _DECLARED:
-    raise ValueError(f"experiment {spec.name!r} is declared twice")
-  _DECLARED[spec.name] = spec
-  return spec
 
 
 def in_registry_order(declared: Mapping[str, ExperimentSpec],
@@ -179,21 +222,28 @@ def in_registry_order(declared: Mapping[str, ExperimentSpec],
   without one is refused, naming where to declare it."""
   missing = [name for name in experiments if name not in declared]
   if missing:
-    raise ValueError(f"experiments without a spec: {', '.join(missing)}; declare each in "
-                     "lnorm/analysis/specs.py (_declare(ExperimentSpec(...)))")
+    raise ValueError(f"experiments without a spec: {', '.join(missing)}; declare each "
+                     "as SPEC = ExperimentSpec(...) in experiments/<name>/spec.py")
   return tuple(declared[name] for name in experiments)
+
 
 
 # --- pieces several experiments share ----------------------------------------------------
 
 
-def _batch(b: int, fused: int) -> dict[str, str]:
-  """A batch size as a dotted override, with the steps fused per jitted call that the
-  config sets with it (a dotted override of batch_size alone would keep the default's)."""
-  return {"batch_size": str(b), "steps_per_call": str(max(1, fused // b))}
+def steps_per_call(batch_size: int, examples_per_call: int) -> int:
+  """The train steps a config fuses into one jitted call at ``batch_size``: about
+  ``examples_per_call`` examples a call, so that dispatch does not dominate small
+  batches; at least one."""
+  return max(1, examples_per_call // batch_size)
 
 
-def _bln_claims(experiment: str, batch_sizes: Sequence[int]) -> tuple[Claim, ...]:
+def as_overrides(fields: Mapping[str, Any]) -> dict[str, str]:
+  """Config fields as the dotted overrides a command line gives (``true``, ``4``)."""
+  return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in fields.items()}
+
+
+def bln_claims(experiment: str, batch_sizes: Sequence[int]) -> tuple[Claim, ...]:
   """BLN against BN and LN at each batch size, twice: on each seed's best validation
   error as BLN trains (population statistics), and under the BLN paper's protocol
   (the last epoch, BLN's inference configuration selected on validation, judged on
@@ -211,9 +261,9 @@ def _bln_claims(experiment: str, batch_sizes: Sequence[int]) -> tuple[Claim, ...
   return tuple(out)
 
 
-def _bln_published(experiment: str, epochs: int,
-                   table: Mapping[int, Mapping[str, tuple[float, float]]]
-                   ) -> tuple[Published, ...]:
+def bln_published(experiment: str, epochs: int,
+                  table: Mapping[int, Mapping[str, tuple[float, float]]]
+                  ) -> tuple[Published, ...]:
   """The BLN authors' logs: batch size -> norm -> (test loss, test accuracy)."""
   out = []
   for b, rows in table.items():
@@ -226,94 +276,8 @@ def _bln_published(experiment: str, epochs: int,
   return tuple(out)
 
 
-# --- perm-MNIST: LN paper Figure 6 -------------------------------------------------------
-
-
-def _mnist_batch(b: int) -> dict[str, str]:
-  """perm-MNIST at batch ``b``: what the config argument batch_size=b sets, as dotted
-  overrides (BN's unbiased variance at the small batch, 256 examples per call)."""
-  return {**_batch(b, 256), "norm_options.bn.unbiased": str(b <= 4).lower()}
-
-
-def _figure6_claims(batch_sizes: Sequence[int]) -> tuple[Claim, ...]:
-  return tuple(
-      Claim(f"perm_mnist_ln_vs_{other}_b{b}", f"At batch size {b}, LN trains faster than "
-            f"{'BN' if other == 'bn' else 'no normalization'}", f"{LN_PAPER}, Figure 6", "ln",
-            other, where={"batch_size": str(b)})
-      for b in batch_sizes for other in ("bn", "none"))
-
-
-PERM_MNIST = _declare(ExperimentSpec(
-    "perm_mnist", CORE_NORMS + ("bn",) + SUCCESSORS, _figure6_claims((4, 128)),
-    # Figure 6's claim at the small batch is where BN's statistics are noisy; the CPU
-    # runs it alone, a GPU both of the figure's batch sizes. configs/perm_mnist.py's
-    # `cpu` sweep is this setting's grid.
-    {"cpu": Setting("configs/perm_mnist.py",
-                    {"num_epochs": "1", "eval_every_steps": "500",
-                     "data.source": "files"},
-                    variants=(_mnist_batch(4),)),
-     "paper": Setting("configs/perm_mnist.py", {"eval_every_steps": "2000"},
-                      variants=(_mnist_batch(128), _mnist_batch(4)))},
-    published=tuple(
-        Published("perm_mnist", {"norm": n, "batch_size": b}, metric, None,
-                  f"{LN_PAPER_PUBLISHED}, Figure 6", "curves only")
-        for b in (128, 4) for n in ("none", "bn", "ln") for metric in ("train/nll", "test/error")),
-    figures={"ln-fig6": Figure(
-        "perm_mnist",
-        "LN paper Figure 6: permutation-invariant MNIST, train NLL and test error per "
-        "epoch for the baseline, BN and LN at batch sizes 128 and 4.",
-        (Panel(("train/nll", "train/loss"), {"batch_size": 128}, "train NLL, batch 128", True),
-         Panel(("test/error",), {"batch_size": 128}, "test error, batch 128"),
-         Panel(("train/nll", "train/loss"), {"batch_size": 4}, "train NLL, batch 4", True),
-         Panel(("test/error",), {"batch_size": 4}, "test error, batch 4")),
-        summary="train NLL and test error at batch 128 and 4")}))
-
-
-# --- order-embeddings: LN paper Figure 1 and Table 2 -------------------------------------
-
-
-def _order_embeddings_published() -> tuple[Published, ...]:
-  src = f"{LN_PAPER_PUBLISHED}, Table 2"
-  names = ("caption_r1", "caption_r5", "caption_r10", "caption_mean_rank",
-           "image_r1", "image_r5", "image_r10", "image_mean_rank")
-  values = {"none": (46.6, 79.3, 89.1, 5.2, 37.8, 73.6, 85.7, 7.9),
-            "ln": (48.5, 80.6, 89.8, 5.1, 38.9, 74.3, 86.3, 7.6)}
-  return tuple(Published("order_embeddings", {"norm": n}, f"test/{m}", v, src,
-                         "MSCOCO, mean over 5 folds of 1k test images")
-               for n, vs in values.items() for m, v in zip(names, vs))
-
-
-ORDER_EMBEDDINGS = _declare(ExperimentSpec(
-    "order_embeddings", CORE_NORMS,
-    (Claim("order_embeddings_ln_speed", "LN reaches the baseline's best validation "
-           "score in less time (about 60%)", f"{LN_PAPER}, Figure 1", "ln", "none",
-           claimed_ratio=0.6, about_convergence=True),),
-    # 60 epochs: the baseline's validation R-sum still climbs at 20 (the last
-    # quarter adds 9% of the run's gain) and is flat from about 40 (0.2% at 60);
-    # validation every 40 updates instead of 20 halves its cost. The kept model is
-    # the one with the best validation R-sum over both directions (not the authors'
-    # image R@1+5+10), the claim's metric, so that its test scores are those at the
-    # evaluation the benchmark selects.
-    {"cpu": Setting("configs/order_embeddings.py:scale=cpu",
-                    {"num_epochs": "60", "periodic_eval_every_steps": "40",
-                     "retrieval.select_on": "rsum", "retrieval.select_images": "0"}),
-     "paper": Setting("configs/order_embeddings.py", {})},
-    # Figure 1's validation score: R@1, R@5 and R@10 of both retrieval directions.
-    metric="validation/rsum",
-    published=_order_embeddings_published(),
-    figures={"ln-fig1": Figure(
-        "order_embeddings",
-        "LN paper Figure 1: order-embeddings, image retrieval Recall@K on the validation "
-        "set against updates (the paper evaluated every 300), with and without LN.",
-        tuple(Panel((f"validation/image_r{k}",), {}, f"image retrieval R@{k} (validation)")
-              for k in (1, 5, 10)),
-        columns=3, x="step", summary="image R@1, R@5, R@10 on validation against updates")}))
-
-
-# --- the BLN paper: IMDB and CIFAR-10 ----------------------------------------------------
-
-
-def _bln_figure(experiment: str, what: str) -> Figure:
+def bln_figure(experiment: str, what: str) -> Figure:
+  """The BLN paper's figure of ``experiment``: test error per epoch at batch 25 and 1."""
   return Figure(
       experiment,
       f"BLN paper sec. 4: {what}, test error per epoch for BLN, BN and LN at batch "
@@ -323,265 +287,71 @@ def _bln_figure(experiment: str, what: str) -> Figure:
       summary="test error at batch 25 and 1")
 
 
-BLN_IMDB = _declare(ExperimentSpec(
-    "bln_imdb", CORE_NORMS + ("bln", "bn"), _bln_claims("bln_imdb", (25,)),
-    {"cpu": Setting("configs/bln_imdb.py", {"data.source": "files"},
-                    variants=(_batch(25, 500),)),
-     "paper": Setting("configs/bln_imdb.py", {},
-                      variants=(_batch(25, 500), _batch(1, 500)))},
-    published=_bln_published("bln_imdb", 10, {
-        25: {"bln": (0.496, 0.771), "bn": (0.620, 0.698), "ln": (0.639, 0.711)},
-        1: {"bln": (0.583, 0.731), "bn": (0.979, 0.495), "ln": (0.688, 0.684)}}),
-    figures={"bln-imdb": _bln_figure("bln_imdb", "IMDB LSTM")}))
+# --- the specs, read by experiment name ----------------------------------------------------
 
 
-BLN_CIFAR = _declare(ExperimentSpec(
-    "bln_cifar", CORE_NORMS + ("bln", "bn"),
-    _bln_claims("bln_cifar", (25, 1)) + (
-        Claim("bln_cifar_bn_at_chance_b1", "At batch size 1, BN does not learn: its "
-              "error stays at chance", f"{BLN_PAPER}, sec. 4", "bn", "bn",
-              kind="at_chance", where={"batch_size": "1"}),),
-    # The paper's 15 epochs: at 10, most BN and LN seeds were still improving
-    # (the validity gate); batch 1 costs 14 s an epoch here.
-    {"cpu": Setting("configs/bln_cifar.py", {"data.source": "files"},
-                    variants=(_batch(25, 1000), _batch(1, 1000))),
-     "paper": Setting("configs/bln_cifar.py", {},
-                      variants=(_batch(25, 1000), _batch(1, 1000)))},
-    published=_bln_published("bln_cifar", 15, {
-        25: {"bln": (1.531, 0.455), "bn": (1.575, 0.453), "ln": (1.666, 0.423)},
-        1: {"bln": (1.562, 0.442), "bn": (22.1, 0.109), "ln": (1.734, 0.378)}}),
-    figures={"bln-cifar": _bln_figure("bln_cifar", "CIFAR-10 LeNet-5")}))
+def spec(name: str) -> ExperimentSpec:
+  """The spec of the registered experiment ``name``: ``SPEC`` of its package's
+  ``spec`` module, imported through the registry."""
+  if name not in registry.EXPERIMENTS:
+    raise ValueError(f"{name!r} is no experiment of lnorm/training/experiments.py: add "
+                     "its line there first")
+  found = getattr(importlib.import_module(registry.module(name, "spec")), "SPEC", None)
+  if not isinstance(found, ExperimentSpec) or found.name != name:
+    raise ValueError(f"{registry.module(name, 'spec')} declares no SPEC = "
+                     f"ExperimentSpec({name!r}, ...)")
+  return found
 
 
-# --- skip-thoughts: LN paper Figure 3 and Table 3 ----------------------------------------
+def _declared() -> dict[str, ExperimentSpec]:
+  """The spec of every registered experiment that has a spec module."""
+  out = {}
+  for name in registry.EXPERIMENTS:
+    module = registry.module(name, "spec")
+    try:
+      out[name] = spec(name)
+    except ModuleNotFoundError as e:
+      # The spec module (or its package) is absent; anything else is an import inside
+      # the spec that failed, which is its own error.
+      if not (e.name and module.startswith(e.name)):
+        raise
+  return out
 
 
-def _skip_thoughts_published() -> tuple[Published, ...]:
-  src = f"{LN_PAPER_PUBLISHED}, Table 3"
-  names = ("sick_pearson", "sick_spearman", "sick_mse", "mr_accuracy", "cr_accuracy",
-           "subj_accuracy", "mpqa_accuracy")
-  values = {"none": (0.842, 0.767, 0.298, 77.3, 81.8, 92.6, 87.9),
-            "ln": (0.854, 0.785, 0.277, 79.5, 82.6, 93.4, 89.0)}
-  return tuple(Published("skip_thoughts", {"norm": n}, f"eval/{m}", v, src,
-                         "BookCorpus; 'Ours' and 'Ours + LN'")
-               for n, vs in values.items() for m, v in zip(names, vs))
-
-
-_SENTENCE_EVAL = ("not evaluated: set --config.periodic_eval_every_steps=N (and {task} in "
-                  "--config.sentence_eval.tasks), or run `lnorm evaluate`")
-
-SKIP_THOUGHTS = _declare(ExperimentSpec(
-    "skip_thoughts", CORE_NORMS + SUCCESSORS,
-    (Claim("skip_thoughts_ln_speed", "The LN-GRU trains faster than the GRU",
-           f"{LN_PAPER}, Figure 3", "ln", "none"),),
-    {"cpu": Setting("configs/skip_thoughts.py:scale=cpu",
-                    {"data.source": "files", "max_steps": "150", "eval_every_steps": "25",
-                     "periodic_eval_every_steps": "0"}),
-     "paper": Setting("configs/skip_thoughts.py", {})},
-    metric="validation/nll",
-    published=_skip_thoughts_published(),
-    figures={"ln-fig3": Figure(
-        "skip_thoughts",
-        "LN paper Figure 3: skip-thought vectors, downstream scores of the encoder against "
-        "updates (the paper evaluated every 50k), and the validation perplexity.",
-        (Panel(("eval/sick_pearson",), {}, "SICK (r)",
-               missing=_SENTENCE_EVAL.format(task="sick")),
-         Panel(("eval/sick_mse",), {}, "SICK (MSE)", missing=_SENTENCE_EVAL.format(task="sick")),
-         *(Panel((f"eval/{task}_accuracy",), {}, name,
-                 missing=_SENTENCE_EVAL.format(task=task))
-           for task, name in (("mr", "MR"), ("cr", "CR"), ("subj", "SUBJ"), ("mpqa", "MPQA"))),
-         Panel(("validation/perplexity", "exp(validation/token_nll)"), {},
-               "validation perplexity",
-               missing="logged when validation is in --config.eval_splits, as by "
-               "default")),
-        columns=3, x="step",
-        summary="SICK r and MSE, MR, CR, SUBJ, MPQA from periodic evaluations, and "
-        "validation perplexity, against updates")}))
-
-
-# --- handwriting: LN paper Figure 5 ------------------------------------------------------
-
-
-HANDWRITING = _declare(ExperimentSpec(
-    "handwriting", CORE_NORMS + SUCCESSORS,
-    (Claim("handwriting_ln_speed", "LN reaches a log-likelihood comparable to the "
-           "baseline's in fewer updates", f"{LN_PAPER}, Figure 5", "ln", "none"),),
-    # Figure 5's claim is about the first updates: 800 of them (0.6 epochs), with
-    # validation at 1, 2, 3, 4, 6, ... 631 updates and every 200.
-    {"cpu": Setting("configs/handwriting.py:scale=cpu",
-                    {"max_steps": "800", "eval_every_steps": "200"}),
-     "paper": Setting("configs/handwriting.py", {})},
-    metric="validation/nll",
-    figures={"ln-fig5": Figure(
-        "handwriting",
-        "LN paper Figure 5: handwriting generation, negative log-likelihood (nats per line) "
-        "against updates on a log scale, held-out and training, with and without LN.",
-        (Panel(("test/nll", "validation/nll"), {}, "negative log-likelihood (nats per line)",
-               name="held out", lines=(Line(("train/nll",), "train"),)),),
-        columns=1, x="step", logx=True,
-        summary="held-out and training NLL against updates, log axis")}))
-
-
-# --- DRAW: LN paper Figure 4 -------------------------------------------------------------
-
-
-_DRAW_SOURCE = f"{LN_PAPER_PUBLISHED}, Figure 4 (sec. 6.4)"
-
-DRAW = _declare(ExperimentSpec(
-    "draw", CORE_NORMS + ("wn", "ln_cell"),
-    (Claim("draw_ln_cell_speed", "LN (on the cell) converges about twice as fast as "
-           "the baseline", f"{LN_PAPER}, Figure 4", "ln_cell", "none",
-           claimed_ratio=0.5, about_convergence=True),
-     Claim("draw_ln_cell_vs_wn", "LN (on the cell) converges faster than weight "
-           "normalization", f"{LN_PAPER}, Figure 4", "ln_cell", "wn",
-           about_convergence=True)),
-    # The cpu setting's whole schedule, 18,000 updates: at 4,000 the baseline was
-    # still gaining 8 nats a quarter; over the last quarter of 18,000, 2.6% of its
-    # run's gain.
-    {"cpu": Setting("configs/draw.py:scale=cpu", {"data.source": "derived"}),
-     "paper": Setting("configs/draw.py", {})},
-    metric="validation/nll_bound",
-    published=(
-        Published("draw", {"norm": "none"}, "test/nll_bound", 82.36, _DRAW_SOURCE,
-                  "test variational bound after 200 epochs (nats)", 200),
-        # The paper's DRAW LN is on the cell only: configs/draw.py norm=ln_cell.
-        Published("draw", {"norm": "ln_cell"}, "test/nll_bound", 82.09, _DRAW_SOURCE,
-                  "test variational bound after 200 epochs (nats)", 200),
-        Published("draw", {"norm": "wn"}, "test/nll_bound", None, _DRAW_SOURCE,
-                  "curve only")),
-    figures={"ln-fig4": Figure(
-        "draw",
-        "LN paper Figure 4: DRAW on binarized MNIST, the test variational bound (nats) per "
-        "epoch for the baseline, WN and LN.",
-        (Panel(("test/nll_bound", "test/bound", "test/nll"), {}, "test variational bound (nats)"),),
-        columns=1, summary="test bound per epoch")}))
-
-
-# --- the attentive reader: LN paper Figure 2 ---------------------------------------------
-
-
-#: The LN paper's gain for the reader's LN-LSTM, and the one it compared it with
-#: (Cooijmans et al.'s): Figure 2 shows gain 1.0 well ahead.
-_READER_GAIN = "norm_options.ln.scale_init"
-_READER_VARIANTS = ({}, {_READER_GAIN: "0.1"})  # {}: the config's gain, 1.0.
-_READER_VARIANT_NORMS = (CORE_NORMS + ("bn",), ("ln",))
-
-ATTENTIVE_READER = _declare(ExperimentSpec(
-    "attentive_reader", CORE_NORMS + ("bn",),
-    (Claim("attentive_reader_ln_speed", "LN trains faster than the LSTM baseline",
-           f"{LN_PAPER}, Figure 2", "ln", "none", where={_READER_GAIN: "1.0"}),
-     Claim("attentive_reader_ln_vs_bn", "LN trains faster than recurrent BN",
-           f"{LN_PAPER}, Figure 2", "ln", "bn", where={_READER_GAIN: "1.0"}),
-     Claim("attentive_reader_ln_gain", "LN with gain initialised to 1.0 trains faster "
-           "than with 0.1", f"{LN_PAPER}, sec. 6.2 and Figure 2", "1.0", "0.1",
-           field=_READER_GAIN, where={"norm": "ln"})),
-    {"cpu": Setting("configs/attentive_reader.py:scale=cpu", {},
-                    variants=_READER_VARIANTS, variant_norms=_READER_VARIANT_NORMS),
-     "paper": Setting("configs/attentive_reader.py", {},
-                      variants=_READER_VARIANTS, variant_norms=_READER_VARIANT_NORMS)},
-    figures={"ln-fig2": Figure(
-        "attentive_reader",
-        "LN paper Figure 2: the attentive reader, validation error against updates for "
-        "the LSTM, BN-LSTM, BN-everywhere and LN-LSTM.",
-        (Panel(("validation/error",), {}, "validation error rate"),),
-        columns=1, x="step", summary="validation error against updates")}))
-
-
-# --- the Transformer: Xiong et al. 2020 and LN's successors ------------------------------
-
-
-#: Normalizers that normalize each example alone: the Transformer's (BN and BLN are not).
-TRANSFORMER_NORMS = ("ln", "rms", "prms", "dyt", "scalenorm", "ln_simple")
-#: The Transformer's quality claims compare validation NLL (nats per character); a
-#: difference under 0.02 nats (0.03 bits) is below what character-level language
-#: models report as a change.
-TRANSFORMER_MIN_NATS = 0.02
-
-
-def _transformer(placement: str, warmup: int) -> dict[str, str]:
-  return {"placement": placement, "optimizer.warmup_steps": str(warmup)}
-
-
-def _transformer_claims(warmup: int) -> tuple[Claim, ...]:
-  """The placement claim of Xiong et al. (2020) at a scale's warm-up, and the
-  successors' claims where they were made: on a pre-LN Transformer trained with it."""
-  xiong = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture"
-  pre = _transformer("pre", warmup)
-  m = TRANSFORMER_MIN_NATS
-
-  def matches(norm, kind, text, source):
-    return Claim(f"transformer_lm_{norm}_vs_ln", text, source, norm, "ln", kind=kind,
-                 where=pre, min_effect=m)
-
-  return (
-      # As a speed claim: Xiong et al.'s Figure 3 shows post-LN without warm-up
-      # behind from the first updates, and a speed claim needs no converged run.
-      Claim("transformer_lm_post_ln_needs_warmup", "Post-LN trains more slowly "
-            f"without learning-rate warm-up than with it ({warmup} updates)",
-            f"{xiong}, sec. 3.2 and Figure 3", str(warmup), "0",
-            field="optimizer.warmup_steps", where={"placement": "post", "norm": "ln"}),
-      Claim("transformer_lm_pre_ln_without_warmup", "Pre-LN trains as well without "
-            f"warm-up as with it ({warmup} updates)", f"{xiong}, sec. 3.3 and 4", "0",
-            str(warmup), kind="matches", field="optimizer.warmup_steps",
-            where={"placement": "pre", "norm": "ln"}, min_effect=m),
-      matches("rms", "matches", "RMSNorm reaches LN's quality",
-              "Zhang & Sennrich 2019, Root Mean Square Layer Normalization, sec. 6"),
-      Claim("transformer_lm_rms_step_time", "RMSNorm takes less time per update than LN",
-            "Zhang & Sennrich 2019, Root Mean Square Layer Normalization, sec. 6", "rms",
-            "ln", kind="step_time", where=pre),
-      matches("dyt", "matches", "DyT matches LN's quality",
-              "Zhu et al. 2025, Transformers without Normalization, sec. 5"),
-      matches("scalenorm", "matches_or_beats", "ScaleNorm matches or beats LN",
-              "Nguyen & Salazar 2019, Transformers without Tears, sec. 4"),
-      matches("ln_simple", "matches", "LayerNorm-simple (no gain or bias) matches LN",
-              "Xu et al. 2019, Understanding and Improving Layer Normalization, sec. 4"))
-
-
-def _transformer_setting(config: str, warmup: int) -> Setting:
-  """Pre-LN at the scale's warm-up with every per-example normalizer; LN in the three
-  other placement and warm-up cells of Xiong et al.'s claim; the normalizer-free net."""
-  cells = ((_transformer("pre", warmup), TRANSFORMER_NORMS),
-           (_transformer("pre", 0), ("ln",)),
-           (_transformer("post", warmup), ("ln",)),
-           (_transformer("post", 0), ("ln",)),
-           (_transformer("none", warmup), ("none",)))
-  return Setting(config, {}, variants=tuple(v for v, _ in cells),
-                 variant_norms=tuple(n for _, n in cells),
-                 claims=_transformer_claims(warmup))
-
-
-TRANSFORMER_LM = _declare(ExperimentSpec(
-    "transformer_lm", ("none",) + TRANSFORMER_NORMS, _transformer_claims(100),
-    # 1,000 updates of batch 16 and validation on 1,024 windows every 100 updates
-    # (configs/transformer_lm.py says why); the warm-up is the config's.
-    {"cpu": _transformer_setting("configs/transformer_lm.py:scale=cpu", 100),
-     "paper": _transformer_setting("configs/transformer_lm.py", 4000)},
-    metric="validation/nll", reference="ln"))
-
-
-# --- the registry ------------------------------------------------------------------------
-
-
-#: Every experiment's spec, in the registry's order, the benchmark's (its report lists
-#: them so).
-SPECS: tuple[ExperimentSpec, ...] = in_registry_order(_DECLARED, tuple(EXPERIMENTS))
-
-BY_NAME: dict[str, ExperimentSpec] = {s.name: s for s in SPECS}
+def all_specs() -> tuple[ExperimentSpec, ...]:
+  """Every experiment's spec, in the registry's order, the benchmark's (its report
+  lists them so); a registered experiment without one is refused, by name."""
+  return in_registry_order(_declared(), tuple(registry.EXPERIMENTS))
 
 
 def figures_of(specs: Sequence[ExperimentSpec]) -> dict[str, Figure]:
   """Every figure of ``specs`` by name; a name two experiments declare is refused."""
   out: dict[str, Figure] = {}
-  for spec in specs:
-    for name, figure in spec.figures.items():
+  for one in specs:
+    for name, figure in one.figures.items():
       if name in out:
         raise ValueError(f"figure {name!r} is declared by {out[name].experiment} and "
-                         f"{spec.name}")
+                         f"{one.name}")
       out[name] = figure
   return out
 
 
-#: Every paper figure by name (``lnorm plot --figure NAME``).
-FIGURES: dict[str, Figure] = figures_of(SPECS)
-#: Every published result, experiment by experiment.
-PUBLISHED: tuple[Published, ...] = tuple(p for s in SPECS for p in s.published)
+def figures() -> dict[str, Figure]:
+  """Every paper figure by name (``lnorm plot --figure NAME``)."""
+  return figures_of(all_specs())
+
+
+def published() -> tuple[Published, ...]:
+  """Every published result, experiment by experiment."""
+  return tuple(p for one in all_specs() for p in one.published)
+
+
+def with_gpu_benchmark() -> ExperimentSpec:
+  """The experiment whose figure the GPU check's ``fig6`` phase runs: the one spec
+  that declares a :class:`GpuBenchmark`."""
+  found = [one for one in all_specs() if one.gpu.benchmark is not None]
+  if len(found) != 1:
+    raise ValueError(f"{len(found)} specs declare a GpuBenchmark "
+                     f"({', '.join(one.name for one in found) or 'none'}); the GPU "
+                     "check's fig6 phase runs one")
+  return found[0]

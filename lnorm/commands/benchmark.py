@@ -16,7 +16,6 @@ import sys
 
 from lnorm.errors import UserError
 from lnorm.sweeps import benchmark_suite as suite
-from lnorm.sweeps import preemption
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   # Imported here: the report's statistics load SciPy, which --help must not wait for.
   from lnorm.sweeps import benchmark as bench  # pylint: disable=g-import-not-at-top
+  from lnorm.sweeps import runner  # pylint: disable=g-import-not-at-top
   args.workdir = args.workdir or bench.DEFAULT_WORKDIR
   if args.parallel < 1:
     raise UserError(f"--parallel {args.parallel}: run at least 1 member at once.")
@@ -103,15 +103,15 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   failed = []
   # SIGTERM (a preemption) stops the members running, saves what finished, and exits
   # with 130 before the next member starts; the same command resumes.
-  with preemption.forwarding():
+  with runner.stop_signals() as signals:
     for plan in plans:
-      preemption.check("the benchmark saved the records of its finished members. Rerun "
-                       "the same command to resume.")
+      signals.check(": the benchmark saved the records of its finished members. Rerun "
+                    "the same command to resume.")
       if args.report_only:
         bench.collect(plan, records)
         continue
       failed += [f"{plan.experiment.name}/{name}"
-                 for name in bench.run(plan, records, parallel=args.parallel)]
+                 for name in bench.run(plan, records, args.parallel, signals)]
   if args.report_only and args.records and not os.path.isdir(args.records):
     raise UserError(f"--records {args.records}: no such folder. --report-only reads the "
                     "records `lnorm benchmark` saved there: give the folder it named.")

@@ -28,7 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   import dataclasses  # pylint: disable=g-import-not-at-top
   from lnorm.training import lowering  # pylint: disable=g-import-not-at-top
+  from lnorm.training import process  # pylint: disable=g-import-not-at-top
   config = train.load(args.config, overrides)
+  process.set_up(config)
   platforms = tuple(p.strip() for p in args.platforms.split(",") if p.strip())
   report = lowering.check(config, platforms, compile_cpu="cpu" in platforms)
   if args.json:

@@ -1,6 +1,6 @@
 """``lnorm evaluate``: a trained sentence encoder on the SentEval / skip-thoughts
 benchmarks (SICK relatedness; MR, CR, SUBJ, MPQA, TREC classification) in their
-published protocols (``lnorm.evaluation.sentence_eval``).
+published protocols (the experiment's own: ``Task.sentence_evaluation``, skip-thoughts').
 
   lnorm evaluate --workdir runs/skip_thoughts/cpu_ln --tasks sick,mr,cr,subj,mpqa,trec
   lnorm evaluate --workdir runs/skip_thoughts/cpu_ln --protocol kiros
@@ -60,21 +60,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   if overrides:
     raise UserError("lnorm evaluate takes no --config.* overrides.")
-  from lnorm.evaluation import sentence_eval  # pylint: disable=g-import-not-at-top  (jax, scikit-learn)
-  tasks = sentence_eval.task_names(args.tasks.split(","))
-  protocol = sentence_eval.protocol(args.protocol).name
   if args.folds < 2 or args.inner_folds < 2:
     raise UserError("--folds and --inner-folds must be at least 2.")
-  results = evaluate(args.workdir, tasks, encoder=args.encoder, data_dir=args.data_dir,
-                     folds=args.folds, inner_folds=args.inner_folds, protocol=protocol)
+  results = evaluate(args.workdir, args.tasks.split(","), encoder=args.encoder,
+                     data_dir=args.data_dir, folds=args.folds, inner_folds=args.inner_folds,
+                     protocol=args.protocol)
   print(json.dumps(results, indent=2))
   return 0
 
 
 def evaluate(workdir: str, tasks, *, encoder: str = "trained", data_dir: str | None = None,
              folds: int = 10, inner_folds: int = 10, protocol: str = "senteval") -> dict:
-  """Scores the run in ``workdir`` on ``tasks`` and records the results there."""
-  from lnorm.evaluation import sentence_eval  # pylint: disable=g-import-not-at-top
+  """Scores the run in ``workdir`` on ``tasks`` (names in any case) and records the
+  results there."""
   from lnorm import config as config_lib  # pylint: disable=g-import-not-at-top
   from lnorm.training.metrics_writer import MetricWriter  # pylint: disable=g-import-not-at-top
   from lnorm.training import assembly  # pylint: disable=g-import-not-at-top
@@ -84,9 +82,12 @@ def evaluate(workdir: str, tasks, *, encoder: str = "trained", data_dir: str | N
   # The check `lnorm train` makes: a config.json no run could have trained with is
   # refused with the same line, before the checkpoint is read.
   task = assembly.check(config)
-  # An experiment without a sentence encoder says so (Task.sentence_encoder).
-  encode, step = task.sentence_encoder(workdir, encoder)
+  # An experiment without a sentence encoder says so (Task.sentence_evaluation); bad
+  # names are refused before the checkpoint is read.
+  sentence_eval = task.sentence_evaluation()
   tasks = sentence_eval.task_names(tasks)
+  protocol = sentence_eval.protocol(protocol).name
+  encode, step = task.sentence_encoder(workdir, encoder)
   scores = sentence_eval.evaluate_encoder(encode, tasks, data_dir or config.data.get("data_dir"),
                                           protocol_name=protocol, folds=folds,
                                           inner_folds=inner_folds, log=logging.info)

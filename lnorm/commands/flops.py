@@ -179,9 +179,10 @@ def _compare_norms(args: argparse.Namespace, overrides: dict[str, str], config) 
 
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
-  from lnorm.training import throughput  # pylint: disable=g-import-not-at-top
+  from lnorm.training import process, throughput  # pylint: disable=g-import-not-at-top
   config = config_lib.load_config(args.config)
   config_lib.apply_overrides(config, overrides)
+  process.set_up(config)
   if args.timing_record and not args.compare_norms:
     raise UserError("--timing-record times normalizers against each other: add "
                     "--compare-norms BASELINE,OTHER, e.g. --compare-norms ln,rms.")

@@ -19,7 +19,7 @@ from lnorm.errors import UserError
 #: The papers' figures as their specs declare them (lnorm.analysis.specs, which imports
 #: no plotting: --help stays quick).
 FIGURE_HELP = ", ".join(f"{name} ({figure.experiment}: {figure.summary})"
-                        for name, figure in sorted(specs.FIGURES.items()))
+                        for name, figure in sorted(specs.figures().items()))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

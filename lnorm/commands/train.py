@@ -77,7 +77,7 @@ def _run(args: argparse.Namespace, overrides: dict[str, str], signals) -> int:
     from lnorm.training import run_files  # pylint: disable=g-import-not-at-top
     from lnorm.training import workdir_lock  # pylint: disable=g-import-not-at-top
     from lnorm.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
-    from lnorm.training import parallel  # pylint: disable=g-import-not-at-top
+    from lnorm.training import process  # pylint: disable=g-import-not-at-top
     from lnorm.training import assembly  # pylint: disable=g-import-not-at-top
     config = load(args.config, overrides)
     if args.dry_run:
@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace, overrides: dict[str, str], signals) -> int:
       return 0
     # Before any other JAX call; the processes of one multi-host job share the
     # workdir, and the first of them holds it for the job.
-    parallel.maybe_initialize_distributed()
+    process.set_up(config)
     # The run's one check, before the workdir is made or any data loads.
     task = assembly.check(config)
   workdir = workdir_lock.make_workdir(args.workdir)

@@ -19,7 +19,7 @@ et al.'s encoder tokenises (:func:`kiros_tokenizer`: NLTK's punkt and
 ``word_tokenize``).
 
 Two ways of reading the binary tasks' lines, one per protocol
-(lnorm.evaluation.sentence_eval):
+(experiments.skip_thoughts.sentence_eval):
 
 * ``senteval_rows=True``, SentEval's ``loadFile``: Latin-1 always, split by
   ``str.splitlines()`` (which also breaks at \x85, \x0c, \x1c-\x1e of Latin-1 text),

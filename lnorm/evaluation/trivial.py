@@ -139,7 +139,7 @@ def gaussian_and_bernoulli_log_density(model: Mapping[str, np.ndarray | float],
 def random_ranking_scores(num_images: int, captions_per_image: int, fold_size: int,
                           recall_at: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
   """Expected retrieval scores of a model whose scores are random (independent and
-  continuous), computed as ``lnorm.evaluation.retrieval.evaluate`` does: per fold of
+  continuous), computed as ``experiments.order_embeddings.retrieval.evaluate`` does: per fold of
   ``fold_size`` images (a last, smaller fold is a fold of its own; 0: one fold of
   all), then averaged over folds.
 

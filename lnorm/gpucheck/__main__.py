@@ -21,6 +21,7 @@ from typing import Sequence
 
 from lnorm.errors import UserError
 from lnorm.gpucheck import records as records_lib
+from lnorm.training import process
 
 #: Seconds a phase keeps for writing its record before run.sh's limit (``--limit``).
 MARGIN_S = 10.0
@@ -88,6 +89,7 @@ def _run_phase(phase: str, argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+  process.set_up()  # As `lnorm train` runs, before any phase starts JAX.
   argv = list(sys.argv[1:] if argv is None else argv)
   if not argv or argv[0] in ("-h", "--help"):
     print(__doc__)

@@ -1,11 +1,11 @@
-"""The ``fig6`` phase: LN paper Figure 6 at the paper's scale, through the benchmark.
+"""The ``fig6`` phase: a paper's figure at the paper's scale, through the benchmark.
 
-Permutation-invariant MNIST at batch 128 for the config's 20 epochs, with no
-normalizer, BN and LN, run by ``lnorm benchmark --experiments perm_mnist --scale paper``
-(its public command: the members, their records and the verdicts are the benchmark's).
-The suite's paper setting is batch 4 (the claims' batch size); dotted overrides
-(:data:`OVERRIDES`) set batch 128, the left panel of Figure 6, with the steps per call
-and the BN variance the config sets for that batch size.
+The figure is the one an experiment's spec declares for the GPU check
+(``GpuBenchmark``: LN paper Figure 6's left panel, permutation-invariant MNIST at
+batch 128 for the config's 20 epochs, with no normalizer, BN and LN), run by
+``lnorm benchmark --experiments <it> --scale paper --variants <its variant>`` (its
+public command: the members, their records and the verdicts are the benchmark's),
+with the spec's dotted overrides (:data:`OVERRIDES`: MNIST's files).
 
 Seeds run in waves, one seed of the three normalizers at once (separate processes on
 the one device), while the time left allows another wave as long as the first took:
@@ -24,20 +24,21 @@ import sys
 import time
 from typing import Any, Sequence
 
+from lnorm.analysis import specs
 from lnorm.gpucheck import records as records_lib
 
-NORMS = ("none", "bn", "ln")
-SEEDS = (0, 1, 2)
+_BENCHMARK = specs.with_gpu_benchmark()
+#: The experiment, and its figure as its spec declares it for the GPU check.
+EXPERIMENT = _BENCHMARK.name
+NORMS = _BENCHMARK.gpu.benchmark.norms
+SEEDS = _BENCHMARK.gpu.benchmark.seeds
 #: The rehearsal's: two waves, the fewest that pass through the time budget between them.
 TOY_SEEDS = SEEDS[:2]
-EXPERIMENT = "perm_mnist"
-#: Figure 6's batch 128, one of the suite's paper-scale variants of perm_mnist.
-VARIANT = "batch_size=128"
-#: The data from MNIST's files.
-OVERRIDES = {"data.source": "files"}
-#: The rehearsal's toy runs: a few updates of a small MLP, one evaluation.
-TOY_OVERRIDES = {"max_steps": "6", "hidden_sizes": "(16,16)", "eval_every_steps": "0",
-                 "checkpoint_every_secs": "3600"}
+#: One of the suite's paper-scale variants of the experiment, as --variants takes it.
+VARIANT = _BENCHMARK.gpu.benchmark.variant
+OVERRIDES = dict(_BENCHMARK.gpu.benchmark.overrides)
+#: The rehearsal's toy runs, on top.
+TOY_OVERRIDES = dict(_BENCHMARK.gpu.benchmark.toy_overrides)
 
 
 def overrides(toy: bool) -> dict[str, str]:
@@ -86,7 +87,7 @@ def _wait(process: subprocess.Popen, timeout: float) -> int | None:
 
 
 def member_records(records: str) -> dict[str, dict[str, Any]]:
-  """The benchmark's records under ``records/perm_mnist``: member name -> file name ->
+  """The benchmark's records under ``records/<experiment>``: member name -> file name ->
   text (``config.json``, ``metrics.jsonl`` or its ``.gz`` as base64)."""
   root = os.path.join(records, EXPERIMENT)
   out: dict[str, dict[str, Any]] = {}
@@ -108,6 +109,7 @@ def run(record, *, toy: bool, work: str, deadline: float, parallel: bool) -> Non
   """Runs the waves until the time left would not hold another, then the report."""
   records, workdir = os.path.join(work, "records"), os.path.join(work, "runs")
   os.makedirs(records, exist_ok=True)
+  record.set("experiment", EXPERIMENT)
   record.set("variant", VARIANT)
   record.set("overrides", overrides(toy))
   done, wave_seconds = [], None

@@ -17,6 +17,7 @@ import tempfile
 from typing import Any
 
 from lnorm.analysis import gpu_report
+from lnorm.analysis import specs
 from lnorm.errors import UserError
 
 #: The phases, in the order run.sh runs them; each writes ``<phase>.json``.
@@ -117,7 +118,7 @@ def mark_stopped(out: str, phase: str, why: str) -> bool:
 def collect(out: str, root: str | None = None) -> str:
   """Files the records run.sh wrote into ``out`` under ``root/<device>/`` (default
   the repository's results/gpu/), where docs/gpu.md's tables are generated from; the
-  Figure 6 members' files go to ``fig6/perm_mnist/<member>/``, as the benchmark's
+  fig6 phase's members' files go to ``fig6/<experiment>/<member>/``, as the benchmark's
   records (``lnorm benchmark --report-only --records <that fig6 folder>``). Returns the
   device's folder."""
   device_path = phase_path(out, "device")
@@ -141,10 +142,11 @@ def collect(out: str, root: str | None = None) -> str:
         record["settings"]["out"] = "$OUT"
       with open(phase_path(dest, phase), "w") as f:
         json.dump(record, f, indent=1)
-  fig6 = phase_path(out, "fig6")
-  members = read_json(fig6).get("members", {}) if os.path.exists(fig6) else {}
-  for member, files in members.items():
-    folder = os.path.join(dest, "fig6", "perm_mnist", member)
+  fig6 = read_json(phase_path(out, "fig6")) if os.path.exists(phase_path(out, "fig6")) else {}
+  # A record from before the phase named its experiment is the one its spec declares.
+  experiment = fig6.get("experiment") or specs.with_gpu_benchmark().name
+  for member, files in fig6.get("members", {}).items():
+    folder = os.path.join(dest, "fig6", experiment, member)
     os.makedirs(folder, exist_ok=True)
     for name, content in files.items():
       data = (base64.b64decode(content["base64"]) if isinstance(content, dict)

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lnorm.analysis import specs
 from lnorm.errors import UserError
 from lnorm.gpucheck import timing
 
@@ -45,12 +46,12 @@ class Size:
   hidden: int
 
 
-#: The attentive reader's LSTMs (240 units over 240-wide word embeddings, batch 64; a
-#: question of 100 tokens), and the handwriting model's upper layers (400 units reading
-#: the pen move, the window over 57 symbols and the layer below: 460 inputs; batch 8,
-#: 500 moves). ``--toy``: one small size that divides nothing evenly.
+#: The recurrent layers the experiments' specs declare at the papers' sizes (the
+#: attentive reader's LSTMs, the handwriting model's upper layers). ``--toy``: one small
+#: size that divides nothing evenly.
 SIZES = {
-    False: (Size("attentive_reader", 64, 100, 240, 240), Size("handwriting", 8, 500, 460, 400)),
+    False: tuple(Size(s.name, layer.batch, layer.steps, layer.input, layer.hidden)
+                 for s in specs.all_specs() for layer in s.gpu.recurrent_layers),
     True: (Size("toy", 3, 7, 5, 6),),
 }
 REPEATS = {False: 30, True: 3}

@@ -45,17 +45,24 @@ import jax.numpy as jnp
 import numpy as np
 
 from lnorm import config as config_lib
+from lnorm.analysis import specs
 from lnorm.gpucheck import records as records_lib
 from lnorm.gpucheck import timing
-from lnorm.training import experiments as experiments_lib
 
-#: The experiments whose steps cost the most on a GPU, started first so that the
-#: parallel workers finish together.
-COSTLIEST = ("transformer_lm", "skip_thoughts", "handwriting", "attentive_reader", "draw")
-#: Every experiment of the registry: the costliest first, then the others in its order.
-EXPERIMENTS = COSTLIEST + tuple(e for e in experiments_lib.EXPERIMENTS if e not in COSTLIEST)
-#: The rehearsal's (``--toy``): the MLP on MNIST's files, and a model with LSTM layers.
-TOY_EXPERIMENTS = ("perm_mnist", "handwriting")
+
+def _costliest_first(all_specs: Sequence[specs.ExperimentSpec]) -> tuple[str, ...]:
+  """The experiments whose specs rank their steps' cost on a GPU, costliest first (so
+  that the parallel workers finish together), then the others in the registry's order."""
+  ranked = sorted((s for s in all_specs if s.gpu.step_cost_rank is not None),
+                  key=lambda s: s.gpu.step_cost_rank)
+  return tuple(s.name for s in ranked) + tuple(
+      s.name for s in all_specs if s.gpu.step_cost_rank is None)
+
+
+#: Every experiment of the registry, in the order the phase starts them.
+EXPERIMENTS = _costliest_first(specs.all_specs())
+#: The rehearsal's (``--toy``): those whose specs put them in it.
+TOY_EXPERIMENTS = tuple(s.name for s in specs.all_specs() if s.gpu.in_rehearsal)
 #: The normalizers measured: every experiment's first two before any third.
 NORMS = ("none", "ln", "rms")
 #: The rehearsal's: the baseline and LN, the pair every claim reads (the order in which
@@ -115,12 +122,12 @@ def measure(experiment: str, norm: str, *, toy: bool, lock: str | None = None) -
   """Compiles and times one experiment's train call at one normalizer (the worker)."""
   # pylint: disable=g-import-not-at-top  (the models and data: the worker's only)
   from lnorm.rnn import normalizer_record
-  from lnorm.training import lowering, parallel
-  from lnorm.training.steps import init_train_state, make_train_chunk, make_train_step
+  from lnorm.training import lowering, process
+  from lnorm.training.steps import make_train_chunk, make_train_step
+  from lnorm.training.train_state import TrainStateInitializer
 
   config = config_lib.load_config(config_spec(experiment, norm, toy))
-  if config.matmul_precision != "default":  # As lnorm train does.
-    jax.config.update("jax_default_matmul_precision", config.matmul_precision)
+  process.set_up(config)  # As lnorm train does.
   task, dataset, model = lowering.synthetic_model(config, timing_data_config(config))
   split = dataset.splits[task.train_split()]
 
@@ -131,7 +138,7 @@ def measure(experiment: str, norm: str, *, toy: bool, lock: str | None = None) -
   first = {name: values[rows[0]] for name, values in split.items()}
   flops = task.train_step_flops(dataset, first)
   # The timed rows, not the split: a synthetic split may hold fewer rows than a batch.
-  state = init_train_state(config, task, model, first, parallel.make_mesh())
+  state = TrainStateInitializer(config, task, model).from_scratch(first)
   parameters = int(sum(x.size for x in jax.tree.leaves(state.params)))
   rng = jax.random.key(config.seed)
 

@@ -9,6 +9,9 @@ Equation numbers refer to the LN paper (Ba et al. 2016), the BLN paper (Ziaee & 
 and the RMSNorm paper (Zhang & Sennrich 2019); see ``docs/experiments.md`` sec. 0
 and 10. ScaleNorm (Nguyen & Salazar 2019) and DyT (Zhu et al. 2025) are written as
 their papers define them.
+
+An ``eps`` is always the caller's: its default is the normalizer's registered option
+(``lnorm.normalization.modules``), written there once, never here.
 """
 
 from __future__ import annotations
@@ -96,8 +99,8 @@ def layer_norm(
     scale: jax.Array | None = None,
     bias: jax.Array | None = None,
     *,
+    eps: float,
     axes: Axes = -1,
-    eps: float = 1e-5,
     mask: jax.Array | None = None,
 ) -> jax.Array:
   """LN paper eq. 3-4: per-example statistics over the summed inputs of a layer.
@@ -195,7 +198,7 @@ class RowNorm:
 
   scale: jax.Array  # [F]
   bias: jax.Array | None  # [F]; None: no bias
-  eps: float = flax.struct.field(pytree_node=False, default=1e-5)
+  eps: float = flax.struct.field(pytree_node=False)
   stats: RowStatistics = flax.struct.field(pytree_node=False, default=LN_ROWS)
 
 
@@ -411,8 +414,8 @@ def rms_norm(
     scale: jax.Array | None = None,
     bias: jax.Array | None = None,
     *,
+    eps: float,
     axes: Axes = -1,
-    eps: float = 1e-5,
     mask: jax.Array | None = None,
     partial: float = 1.0,
 ) -> jax.Array:
@@ -448,8 +451,8 @@ def scale_norm(
     x: jax.Array,
     scale: jax.Array,
     *,
+    eps: float,
     axes: Axes = -1,
-    eps: float = 1e-5,
     mask: jax.Array | None = None,
 ) -> jax.Array:
   """ScaleNorm (Nguyen & Salazar 2019, "Transformers without Tears"):
@@ -486,7 +489,7 @@ def batch_norm(
     *,
     mean: jax.Array,
     var: jax.Array,
-    eps: float = 1e-5,
+    eps: float,
 ) -> jax.Array:
   """Batch normalization with given statistics (batch or population)."""
   return scale_and_shift(standardize(x, mean, var, eps), scale, bias, x.dtype)
@@ -562,8 +565,8 @@ def batch_layer_norm(
     feature_var: jax.Array,
     m: jax.Array | float,
     feature_size: int,
-    eps: float = 1e-4,
-    mix_eps: float = 1e-4,
+    eps: float,
+    mix_eps: float,
 ) -> jax.Array:
   """BLN eq. 14-17 given the four statistics (batch or population, each).
 

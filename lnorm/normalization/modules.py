@@ -11,6 +11,11 @@ recurrent BN's batch statistics need, and a per-example statistic ignores it (a 
 row is normalized on its own and masked downstream). The fused recurrences
 (:mod:`lnorm.rnn.fused`) run those with ``fusable`` set through ``row_norm``.
 Population statistics live in the ``batch_stats`` collection.
+
+Each normalizer's options (``norm_options.<name>``) are declared once, above its
+module: its definition registers them, and the module's fields take their defaults
+from them, so that a module built without arguments is the registered normalizer at
+its defaults (tests/test_norm_definitions.py holds the two together).
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from lnorm.errors import ConfigError
 from lnorm.normalization import functional as F
 from lnorm.normalization.functional import RowNorm
 from lnorm.normalization.registry import (
-    InCells, Norm, NormDefinition, axes_option, constant, per_example, register)
+    PER_EXAMPLE_PLACEMENT, InCells, Norm, NormDefinition, axes_option, constant,
+    options, per_example, register)
 
 Initializer = Callable[..., jax.Array]
 
@@ -75,10 +81,10 @@ class Identity(nn.Module):
 
 
 register(NormDefinition(
-    "none", {}, lambda o: Norm("none", nn.Dense, Identity),
+    "none", options(), lambda o: Norm("none", nn.Dense, Identity),
     lambda o: InCells(Identity, Identity, Identity),
-    # A conv map's axes are given to every normalizer (lnorm.models.lenet's callers).
-    placement={"axes": -1}))
+    # A conv map's axes are given to every normalizer (the BLN CIFAR LeNet's callers).
+    placement=PER_EXAMPLE_PLACEMENT))
 
 
 class _ScaleBias(nn.Module):
@@ -106,12 +112,17 @@ class _ScaleBias(nn.Module):
     return scale, bias
 
 
-class LayerNorm(_ScaleBias):
-  """LN (LN paper eq. 3-4): statistics per example over ``axes``. eps as in the
-  reference code (1e-5), not flax's 1e-6."""
+#: LN's options. eps as in the reference code (1e-5, inside the sqrt), not flax's
+#: 1e-6; the attentive reader compares the gain's init 1.0 with 0.1.
+LN_OPTIONS = options(eps=1e-5, scale_init=1.0)
 
-  axes: int | Sequence[int] = -1
-  eps: float = 1e-5
+
+class LayerNorm(_ScaleBias):
+  """LN (LN paper eq. 3-4): statistics per example over ``axes``."""
+
+  axes: int | Sequence[int] = PER_EXAMPLE_PLACEMENT["axes"]
+  eps: float = LN_OPTIONS["eps"]
+  scale_init: Initializer = constant(LN_OPTIONS["scale_init"])
 
   fusable = True
 
@@ -132,12 +143,17 @@ class LayerNorm(_ScaleBias):
 
 
 register(per_example(
-    "ln", LayerNorm,
-    # eps as in the reference code (1e-5), inside the sqrt; the attentive reader
-    # compares the gain's init 1.0 with 0.1.
-    {"eps": 1e-5, "scale_init": 1.0},
+    "ln", LayerNorm, LN_OPTIONS,
     lambda o: {"eps": o["eps"], "scale_init": constant(o["scale_init"])},
     has_bias=True))
+
+
+#: RMSNorm's options: eps inside the sqrt, as LN's (the RMSNorm authors' eps in their
+#: RNNs).
+RMS_OPTIONS = options(eps=1e-5, scale_init=1.0)
+#: pRMSNorm's: RMSNorm's, and p, the share of the summed inputs the RMS is estimated
+#: from (the paper's 6.25%).
+PRMS_OPTIONS = options(**RMS_OPTIONS, p=0.0625)
 
 
 class RMSNorm(_ScaleBias):
@@ -148,9 +164,10 @@ class RMSNorm(_ScaleBias):
   test time. The bias is the layer's b added after the normalization (the paper's
   ``f(a / RMS(a) g + b)``); ``use_bias=False`` drops it."""
 
-  axes: int | Sequence[int] = -1
-  eps: float = 1e-5
-  partial: float = 1.0
+  axes: int | Sequence[int] = PER_EXAMPLE_PLACEMENT["axes"]
+  eps: float = RMS_OPTIONS["eps"]
+  scale_init: Initializer = constant(RMS_OPTIONS["scale_init"])
+  partial: float = 1.0  # The whole row: RMSNorm; pRMSNorm's share is its option p.
 
   fusable = True
 
@@ -181,9 +198,7 @@ def _rms_fields(o):
 _RMS_IN_CELLS = {"use_bias": False}
 
 register(per_example(
-    "rms", RMSNorm,
-    # eps inside the sqrt, as LN's (the RMSNorm authors' eps in their RNNs).
-    {"eps": 1e-5, "scale_init": 1.0}, _rms_fields, has_bias=True, in_cells=_RMS_IN_CELLS))
+    "rms", RMSNorm, RMS_OPTIONS, _rms_fields, has_bias=True, in_cells=_RMS_IN_CELLS))
 
 
 def _check_prms(o) -> None:
@@ -193,20 +208,23 @@ def _check_prms(o) -> None:
 
 
 register(per_example(
-    "prms", RMSNorm,
-    # p: the share of the summed inputs the RMS is estimated from (the paper's 6.25%).
-    {"eps": 1e-5, "scale_init": 1.0, "p": 0.0625},
-    lambda o: {**_rms_fields(o), "partial": o["p"]},
+    "prms", RMSNorm, PRMS_OPTIONS, lambda o: {**_rms_fields(o), "partial": o["p"]},
     has_bias=True, in_cells=_RMS_IN_CELLS, check=_check_prms))
+
+
+#: DyT's options: alpha's init, the paper's default 0.5; and the Transformer's own
+#: init of the alpha before its attention (Zhu et al.'s LLaMA runs set it apart from
+#: the others'), None: ``alpha_init``. Its beta is the layer's bias, as LN's.
+DYT_OPTIONS = options(alpha_init=0.5, alpha_init_attention=None)
 
 
 class DynamicTanh(_ScaleBias):
   """DyT (Zhu et al. 2025): ``gamma * tanh(alpha * x) + beta``, ``alpha`` one learnable
-  scalar (the paper's default init 0.5), ``gamma`` and ``beta`` over ``axes`` (ones and
-  zeros). No statistics, so no mask; the same at train and test."""
+  scalar, ``gamma`` and ``beta`` over ``axes`` (ones and zeros). No statistics, so no
+  mask; the same at train and test."""
 
-  axes: int | Sequence[int] = -1
-  alpha_init: float = 0.5
+  axes: int | Sequence[int] = PER_EXAMPLE_PLACEMENT["axes"]
+  alpha_init: float = DYT_OPTIONS["alpha_init"]
 
   @nn.compact
   def __call__(self, x, *, train: bool = False, step=None, mask=None):
@@ -217,10 +235,14 @@ class DynamicTanh(_ScaleBias):
 
 
 register(per_example(
-    # alpha at init 0.5, the paper's default; its beta is the layer's bias, as LN's.
     # No statistics to fuse: the recurrent cells run it step by step.
-    "dyt", DynamicTanh, {"alpha_init": 0.5}, lambda o: {"alpha_init": o["alpha_init"]},
+    "dyt", DynamicTanh, DYT_OPTIONS, lambda o: {"alpha_init": o["alpha_init"]},
     has_bias=True))
+
+
+#: ScaleNorm's options: eps inside the sqrt of sum(x^2); scale_init None: sqrt(d), the
+#: paper's.
+SCALENORM_OPTIONS = options(eps=1e-5, scale_init=None)
 
 
 class ScaleNorm(nn.Module):
@@ -229,9 +251,9 @@ class ScaleNorm(nn.Module):
   normalized entries (the paper's choice, which makes it RMSNorm at init up to eps)
   unless ``scale_init`` is given. No bias. Same computation at train and test."""
 
-  axes: int | Sequence[int] = -1
-  eps: float = 1e-5
-  scale_init: float | None = None
+  axes: int | Sequence[int] = PER_EXAMPLE_PLACEMENT["axes"]
+  eps: float = SCALENORM_OPTIONS["eps"]
+  scale_init: float | None = SCALENORM_OPTIONS["scale_init"]
 
   #: Over F entries ``g * x / sqrt(sum(x^2) + eps)`` is ``(g / sqrt(F)) * x /
   #: sqrt(mean(x^2) + eps / F)``: RMSNorm's row statistic with the scalar gain spread
@@ -262,26 +284,35 @@ def scale_norm_init(scale_init: float | None, d: int) -> float:
 
 
 register(per_example(
-    "scalenorm", ScaleNorm,
-    # eps inside the sqrt of sum(x^2); scale_init None: sqrt(d), the paper's.
-    {"eps": 1e-5, "scale_init": None},
+    "scalenorm", ScaleNorm, SCALENORM_OPTIONS,
     lambda o: {"eps": o["eps"], "scale_init": o["scale_init"]}, has_bias=False))
 
 
 register(per_example(
-    # LayerNorm-simple (Xu et al. 2019): LN without its gain and bias.
-    "ln_simple", LayerNorm, {"eps": 1e-5},
+    # LayerNorm-simple (Xu et al. 2019): LN without its gain and bias, at LN's eps.
+    "ln_simple", LayerNorm, options(eps=LN_OPTIONS["eps"]),
     lambda o: {"eps": o["eps"], "use_scale": False, "use_bias": False}, has_bias=False))
+
+
+#: BN's options. scale_init: the gain's init, 1.0; the attentive reader's config sets
+#: Cooijmans et al.'s 0.1 for its recurrent (and feed-forward) BN. unbiased: the
+#: variance of the batch statistics with m - 1 (perm-MNIST at batch 4).
+BN_OPTIONS = options(eps=1e-5, momentum=0.99, unbiased=False, scale_init=1.0)
+#: What the model says of BN: ``axes``, the reduced axes (None: all but the last, per
+#: channel for NHWC); ``max_steps``, the time steps recurrent BN keeps statistics for
+#: (the model's longest training sequence; the attentive reader's passage length).
+BN_PLACEMENT = options(axes=None, max_steps=256)
 
 
 class BatchNorm(_ScaleBias):
   """BN: batch statistics in training, population (moving-average) statistics at
   inference. ``axes`` are the reduced axes (default: all but the last)."""
 
-  axes: int | Sequence[int] | None = None
-  eps: float = 1e-5
-  momentum: float = 0.99
-  unbiased: bool = False
+  axes: int | Sequence[int] | None = BN_PLACEMENT["axes"]
+  eps: float = BN_OPTIONS["eps"]
+  momentum: float = BN_OPTIONS["momentum"]
+  unbiased: bool = BN_OPTIONS["unbiased"]
+  scale_init: Initializer = constant(BN_OPTIONS["scale_init"])
 
   @nn.compact
   def __call__(self, x, *, train: bool, mask=None):
@@ -316,11 +347,11 @@ class StepBatchNorm(nn.Module):
   The batch axis is ``-2`` (``x`` is ``[B, F]`` or time-major ``[T, B, F]``).
   """
 
-  max_steps: int = 256
-  eps: float = 1e-5
-  momentum: float = 0.99
-  unbiased: bool = False
-  scale_init: Initializer = nn.initializers.constant(0.1)
+  max_steps: int = BN_PLACEMENT["max_steps"]
+  eps: float = BN_OPTIONS["eps"]
+  momentum: float = BN_OPTIONS["momentum"]
+  unbiased: bool = BN_OPTIONS["unbiased"]
+  scale_init: Initializer = constant(BN_OPTIONS["scale_init"])
   bias_init: Initializer = nn.initializers.zeros
   use_bias: bool = True
 
@@ -395,20 +426,12 @@ def _bn_cells(o) -> InCells:
 
 
 register(NormDefinition(
-    "bn",
-    # scale_init: the gain's init, 1.0; the attentive reader's config sets Cooijmans et
-    # al.'s 0.1 for its recurrent (and feed-forward) BN. unbiased: the variance of the
-    # batch statistics with m - 1 (perm-MNIST at batch 4).
-    {"eps": 1e-5, "momentum": 0.99, "unbiased": False, "scale_init": 1.0},
+    "bn", BN_OPTIONS,
     lambda o: Norm("bn", nn.Dense, functools.partial(
-        # ``axes``: the reduced axes; None = all but the last (per channel for NHWC).
         BatchNorm, axes=axes_option(o["axes"]), eps=o["eps"], momentum=o["momentum"],
         unbiased=o["unbiased"], scale_init=constant(o["scale_init"])),
                    normalizes_logits=True, has_bias=True),
-    _bn_cells,
-    # max_steps: the time steps recurrent BN keeps statistics for (the model's longest
-    # training sequence; the attentive reader's passage length).
-    placement={"axes": None, "max_steps": 256}, check=_check_bn))
+    _bn_cells, placement=BN_PLACEMENT, check=_check_bn))
 
 
 class Dense(nn.Dense):
@@ -438,6 +461,12 @@ class Dense(nn.Dense):
     return jnp.asarray(self.get_variable("params", "kernel"))
 
 
+#: WN's options. data_init: the gain and bias from the first batch (the paper's
+#: data-dependent init). The recurrent cells' W_x and W_h always start without it (h
+#: is 0 at init: W_h h would have no variance to standardize).
+WN_OPTIONS = options(data_init=True)
+
+
 class WeightNormDense(nn.Module):
   """Dense layer with ``w = g v / ||v||`` per output unit (Salimans & Kingma 2016).
 
@@ -448,7 +477,7 @@ class WeightNormDense(nn.Module):
 
   features: int
   use_bias: bool = True
-  data_init: bool = False
+  data_init: bool = WN_OPTIONS["data_init"]
   kernel_init: Initializer = nn.initializers.normal(0.05)
   eps: float = 1e-6
 
@@ -484,11 +513,7 @@ class WeightNormDense(nn.Module):
 
 
 register(NormDefinition(
-    "wn",
-    # data_init: the gain and bias from the first batch (the paper's data-dependent
-    # init). The recurrent cells' W_x and W_h always start without it (h is 0 at
-    # init: W_h h would have no variance to standardize).
-    {"data_init": True},
+    "wn", WN_OPTIONS,
     lambda o: Norm("wn", functools.partial(WeightNormDense, data_init=o["data_init"]),
                    Identity, normalizes_logits=True),
     lambda o: InCells(Identity, Identity, Identity,
@@ -497,6 +522,12 @@ register(NormDefinition(
 
 #: Population statistics that BLN keeps, in ``batch_stats``.
 _BLN_STATS = ("batch_mean", "batch_var", "feature_mean", "feature_var")
+
+
+#: BLN's options: eps and mix_eps as in the authors' code; inference, which of the four
+#: statistics come from the population at test time (functional.parse_bln_inference).
+BLN_OPTIONS = options(eps=1e-4, mix_eps=1e-4, inference="pppp", population="epoch_mean",
+                      momentum=0.99, batch_axes=(0,), feature_axes=(-1,))
 
 
 class BatchLayerNorm(_ScaleBias):
@@ -519,13 +550,13 @@ class BatchLayerNorm(_ScaleBias):
   At inference the mixing weights use the batch size last seen in training.
   """
 
-  batch_axes: int | Sequence[int] = 0
-  feature_axes: int | Sequence[int] = -1
-  eps: float = 1e-4
-  mix_eps: float = 1e-4
-  inference: str = "pppp"
-  population: str = "epoch_mean"
-  momentum: float = 0.99
+  batch_axes: int | Sequence[int] = BLN_OPTIONS["batch_axes"]
+  feature_axes: int | Sequence[int] = BLN_OPTIONS["feature_axes"]
+  eps: float = BLN_OPTIONS["eps"]
+  mix_eps: float = BLN_OPTIONS["mix_eps"]
+  inference: str = BLN_OPTIONS["inference"]
+  population: str = BLN_OPTIONS["population"]
+  momentum: float = BLN_OPTIONS["momentum"]
 
   @nn.compact
   def __call__(self, x, *, train: bool, mask=None):
@@ -628,11 +659,7 @@ def _check_bln(o) -> None:
 
 
 register(NormDefinition(
-    "bln",
-    # eps and mix_eps as in the authors' code; inference: which of the four
-    # statistics come from the population at test time (functional.parse_bln_inference).
-    {"eps": 1e-4, "mix_eps": 1e-4, "inference": "pppp", "population": "epoch_mean",
-     "momentum": 0.99, "batch_axes": (0,), "feature_axes": (-1,)},
+    "bln", BLN_OPTIONS,
     lambda o: Norm("bln", nn.Dense, functools.partial(
         BatchLayerNorm, eps=o["eps"], mix_eps=o["mix_eps"], inference=o["inference"],
         population=o["population"], momentum=o["momentum"],

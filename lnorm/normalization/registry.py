@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import types
 from typing import Any, Callable, Mapping
 
 import flax.linen as nn
@@ -116,6 +117,17 @@ def register(definition: NormDefinition) -> NormDefinition:
   return definition
 
 
+def options(**defaults: Any) -> Options:
+  """An option schema, option -> default, read-only: a definition registers it and its
+  module's fields take their defaults from it (lnorm.normalization.modules)."""
+  return types.MappingProxyType(defaults)
+
+
+#: Where a per-example normalizer (and the identity) goes unless the model says
+#: otherwise: over the last axis.
+PER_EXAMPLE_PLACEMENT = options(axes=-1)
+
+
 def axes_option(value):
   """A config's axes (a list from JSON, a tuple, an int or None) as modules take them."""
   return tuple(value) if isinstance(value, (list, tuple)) else value
@@ -144,7 +156,7 @@ def per_example(name: str, module: ModuleFactory, options: Options,
     return InCells(norm, norm, norm, input_norm_has_bias=cell_has_bias)
 
   return NormDefinition(name, options, feed_forward, cells, per_example=True,
-                        placement={"axes": -1}, check=check)
+                        placement=PER_EXAMPLE_PLACEMENT, check=check)
 
 
 def constant(value: float):

@@ -183,14 +183,14 @@ def batch_dependence(normalize: Callable[[Any], Any], example_shape: Sequence[in
   return float(moved.max() / (1.0 + np.abs(np.nan_to_num(first)).max()))
 
 
-@functools.lru_cache(maxsize=None)
 def check_per_example(normalizer: UserNormalizer, example_shape: tuple[int, ...]) -> None:
   """Refuses a user's normalizer whose output for one example depends on the other
   examples of its batch (statistics over axis 0, as BN's): it goes where LN goes, which
   needs it per example (a batch of one, recurrent steps, evaluation in other batch
   sizes), and would otherwise train without a word. The normalizer alone, not the
-  model: cheap, and exact about which layer is at fault; a module form is initialised
-  afresh for it. Once per normalizer and example shape in a process."""
+  model: cheap (a few eager operations on three examples, at each initialisation of a
+  layer that holds it), and exact about which layer is at fault; a module form is
+  initialised afresh for it."""
   with jax.ensure_compile_time_eval():  # Concrete values, even while a model is traced.
     normalize = normalizer.target
     if normalizer.is_module:

@@ -51,7 +51,6 @@ from lnorm.analysis import runs as runs_lib
 from lnorm.analysis import timing
 from lnorm.errors import ConfigError, UserError
 from lnorm.sweeps import benchmark_suite as suite
-from lnorm.sweeps import preemption
 from lnorm.sweeps import runner
 from lnorm.sweeps.space import SweepSpace
 from lnorm.training import defaults
@@ -171,7 +170,8 @@ class Plan:
 
   def member_of(self, config: Mapping[str, Any]) -> suite.Member | None:
     """The member a record's flat ``config`` is of; None when no variant matches."""
-    index = suite.variant_index(config, self.setting.variants)
+    index = suite.variant_index(config, self.setting.variants,
+                                self.experiment.variant_keys)
     if index is None:
       return None
     return suite.Member(self.experiment.name, self.setting.variants[index],
@@ -590,9 +590,11 @@ def unfinished(plan: Plan, records: str) -> list[suite.Member]:
           and not is_over(runner_members[m.name].workdir, configs[m.name])]
 
 
-def run(plan: Plan, records: str, parallel: int = 1) -> list[str]:
+def run(plan: Plan, records: str, parallel: int = 1,
+        signals: runner.StopSignals | None = None) -> list[str]:
   """Runs (or resumes) one experiment's members and saves the finished ones' records;
-  returns the members that failed.
+  returns the members that failed. ``signals``: the command's (``runner.stop_signals``),
+  which its sweeps share.
 
   Members with records are restored into their workdirs first, so the runner skips
   them; the records are saved even when the sweep is interrupted (on SIGTERM without
@@ -612,20 +614,21 @@ def run(plan: Plan, records: str, parallel: int = 1) -> list[str]:
   batches = ([[m] for m in todo] if parallel <= 1 else
              [[m for m in todo if m.group == g] for g in plan.groups()])
   failed = []
+  signals = signals or runner.stop_signals()
   try:
     for members in filter(None, batches):
       group = members[0].group
       summary = runner.run_sweep(plan.setting.config, seed_space(members),
                                  plan.group_workdir(group), plan.group_overrides(members[0]),
                                  parallel=parallel, figures=False,
-                                 name=plan.sweep_name(group))
+                                 name=plan.sweep_name(group), signals=signals)
       # A member that stopped as not finite is recorded as such: not a failure to retry.
       over = {runner_members[m.name].name for m in members
               if is_over(runner_members[m.name].workdir, configs[m.name])}
       failed += [f"{group},{name}" for name in summary.failed if name not in over]
       collect(plan, records)  # As members finish, so a sitting keeps its records.
   finally:
-    collect(plan, records, search=not preemption.stopping())
+    collect(plan, records, search=not signals.received)
   return failed
 
 
@@ -903,7 +906,7 @@ def under_rule(runs: Sequence[runs_lib.Run], experiment: suite.Experiment,
   for r in runs:
     if r.config.get("experiment") != experiment.name:
       continue
-    index = suite.variant_index(r.config, variants)
+    index = suite.variant_index(r.config, variants, experiment.variant_keys)
     variant = None if index is None else variants[index]
     if variant is None or (suite.current_hash(str(r.config.get("benchmark_hash", "")))
                            != suite.member_hash(experiment, scale, variant)):
@@ -1091,7 +1094,7 @@ def _timings(plan: Plan, records: str) -> list[dict[str, Any]]:
   variants = plan.setting.variants
   out = []
   for t in timing.load(os.path.join(records, plan.experiment.name)):
-    index = suite.variant_index(t["config"], variants)
+    index = suite.variant_index(t["config"], variants, plan.experiment.variant_keys)
     if index is None:
       drift = ["its config is none of the setting's variants"]
     else:
@@ -1125,14 +1128,15 @@ def _headline(plan: Plan, runs: Sequence[runs_lib.Run]) -> list[claims.Row]:
   finished = claims.finished_runs(runs, plan.experiment.name)
   rows = []
   variants = plan.setting.variants
-  by_variant = [[r for r in finished if suite.variant_index(r.config, variants) == i]
+  keys = plan.experiment.variant_keys
+  by_variant = [[r for r in finished if suite.variant_index(r.config, variants, keys) == i]
                 for i in range(len(variants))]
   reference = plan.experiment.reference
   # A variant that runs some normalizers only (the reader's LN at gain 0.1) is
   # compared with the default variant's baseline, as its claims are.
   default = next((i for i, v in enumerate(variants) if not v), None)
   for variant, here in zip(variants, by_variant):
-    where = {k: v for k, v in variant.items() if k in suite.VARIANT_NAME_KEYS}
+    where = plan.experiment.variant_name(variant)
     if not here:
       continue
     order = [reference] + [n for n in plan.experiment.norms if n != reference]

@@ -10,8 +10,10 @@ A member is one run: experiment, variant (e.g. ``batch_size=25``), normalizer, s
 Its name (``batch_size=25,norm=ln,seed=0``) is the same whatever subset of the suite a
 command selects, so records made in different sittings line up.
 
-Each experiment's settings per scale, claim grid and claims are declared in its spec
-(``lnorm.analysis.specs``); this module turns them into members and their hashes.
+Each experiment's settings per scale (with the variant fields that name a member),
+claim grid and claims are declared in its spec (``experiments/<name>/spec.py``, read
+through ``lnorm.analysis.specs``); this module turns them into members, their hashes
+and the configs' named sweeps.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from lnorm.analysis import rule
 from lnorm.analysis import specs
 from lnorm.analysis import timing
 from lnorm.analysis.rule import Claim
-from lnorm.analysis.specs import CORE_NORMS, SCALES, TRANSFORMER_NORMS, Setting
+from lnorm.analysis.specs import SCALES, Setting
 from lnorm.errors import ConfigError, UserError
 from lnorm.sweeps import space as sweep_space
 
@@ -34,8 +36,9 @@ from lnorm.sweeps import space as sweep_space
 #: each experiment's settings, claims and normalizers are declared.
 Experiment = specs.ExperimentSpec
 
-SUITE: tuple[Experiment, ...] = specs.SPECS
-BY_NAME = specs.BY_NAME
+#: Every experiment's spec, in the registry's order.
+SUITE: tuple[Experiment, ...] = specs.all_specs()
+BY_NAME: dict[str, Experiment] = {e.name: e for e in SUITE}
 
 
 def setting_record(experiment: Experiment, scale: str,
@@ -121,21 +124,22 @@ def made_under_v2(config: Mapping[str, object]) -> bool:
   return str(config.get("benchmark_hash", "")) in RULE_V2_HASHES
 
 
-#: The variant fields that name a member; the others go with them (steps_per_call).
-VARIANT_NAME_KEYS = ("batch_size", "placement", "optimizer.warmup_steps",
-                     "norm_options.ln.scale_init")
+#: The variant fields that name a member in any experiment (each spec's
+#: ``variant_keys``): what ``--variants`` may select on.
+VARIANT_NAME_KEYS: tuple[str, ...] = tuple(dict.fromkeys(
+    k for e in SUITE for k in e.variant_keys))
 
 
-def variant_index(config: Mapping[str, object],
-                  variants: Sequence[Mapping[str, str]]) -> int | None:
+def variant_index(config: Mapping[str, object], variants: Sequence[Mapping[str, str]],
+                  keys: Sequence[str] = VARIANT_NAME_KEYS) -> int | None:
   """The variant a record's (flat) config was run in: of the variants whose naming
-  fields all equal the config's, the one that sets the most (a variant that leaves a
-  field unset runs the config's default, so the attentive reader's ``{}`` and its
-  ``norm_options.ln.scale_init=0.1`` both match a gain-0.1 run, and the second is its
-  variant); None when none matches."""
+  fields (``keys``: its experiment's ``variant_keys``) all equal the config's, the one
+  that sets the most (a variant that leaves a field unset runs the config's default,
+  so the attentive reader's ``{}`` and its ``norm_options.ln.scale_init=0.1`` both
+  match a gain-0.1 run, and the second is its variant); None when none matches."""
   best, best_keys = None, -1
   for index, variant in enumerate(variants):
-    named = {k: str(v) for k, v in variant.items() if k in VARIANT_NAME_KEYS}
+    named = {k: str(v) for k, v in variant.items() if k in keys}
     if compare.matches(config, named) and len(named) > best_keys:
       best, best_keys = index, len(named)
   return best
@@ -152,8 +156,11 @@ class Member:
   @property
   def group(self) -> str:
     """The variant and normalizer: one ``lnorm sweep`` over the seeds."""
-    return ",".join([*(f"{k}={v}" for k, v in self.variant.items()
-                       if k in VARIANT_NAME_KEYS), f"norm={norm_dirname(self.norm)}"])
+    spec = BY_NAME.get(self.experiment)
+    named = (spec.variant_name(self.variant) if spec else
+             {k: v for k, v in self.variant.items() if k in VARIANT_NAME_KEYS})
+    return ",".join([*(f"{k}={v}" for k, v in named.items()),
+                     f"norm={norm_dirname(self.norm)}"])
 
   @property
   def name(self) -> str:
@@ -270,7 +277,7 @@ def members(experiments: Sequence[Experiment], scale: str, norms: Sequence[str] 
     kept = [(i, v) for i, v in enumerate(setting.variants)
             if all(str(v.get(k)) == val for k, val in (variants or {}).items())]
     if not kept:
-      offered = "; ".join(",".join(f"{k}={v[k]}" for k in VARIANT_NAME_KEYS if k in v) or
+      offered = "; ".join(",".join(f"{k}={v}" for k, v in e.variant_name(v).items()) or
                           "none" for v in setting.variants)
       raise UserError(f"--variants: {e.name} at scale {scale} has no variant with "
                       f"{variants}; its variants: {offered}.")
@@ -296,3 +303,9 @@ def sweep_grid(experiment: str, scale: str) -> list[dict[str, str]]:
            "benchmark_hash": member_hash(e, scale, m.variant)}
           for m in members([e], scale)]
 
+
+def named_sweeps(experiment: str) -> dict[str, list[dict[str, str]]]:
+  """The suite's grids of ``experiment`` as its config's named sweeps, one per scale
+  (``cpu``, ``paper``): ``lnorm sweep --sweep cpu`` runs the benchmark's own members,
+  as ``lnorm benchmark`` does, not a copy of them that could drift."""
+  return {scale: sweep_grid(experiment, scale) for scale in SCALES}

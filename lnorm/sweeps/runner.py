@@ -29,6 +29,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -38,9 +39,8 @@ from typing import Any, Mapping, Sequence
 
 from lnorm import config as config_lib
 from lnorm.analysis import selection as selection_lib
-from lnorm.sweeps import preemption
 from lnorm.sweeps import space as sweep_space
-from lnorm.errors import ConfigError, UserError
+from lnorm.errors import ConfigError, Interrupted, UserError
 from lnorm.analysis.runs import (SWEEP_FILE, Run, distinguishing_keys, epoch_records, epochs_done,
                         is_seed, lower_is_better, read_run, read_sweep_file, setting_name,
                         summary_metrics)
@@ -48,6 +48,7 @@ from lnorm.sweeps.space import SweepSpace
 from lnorm.training import run_files
 from lnorm.training import workdir_lock
 from lnorm.training.defaults import is_complete
+from lnorm.training.stop_signals import StopSignals
 
 SUMMARY_FILE = "summary.csv"
 GROUPED_SUMMARY_FILE = "summary_by_setting.csv"
@@ -61,7 +62,12 @@ LOG_FILE = run_files.LOG_FILE
 #: The exit code of an ``lnorm train`` stopped by SIGTERM/SIGINT after saving.
 INTERRUPTED_CODE = 130
 
-Interrupted = preemption.Interrupted
+
+def stop_signals() -> StopSignals:
+  """What stops a command that runs members: SIGTERM (a cluster's preemption,
+  ``timeout``), passed on to the members running; a Ctrl-C at the terminal reaches
+  them itself."""
+  return StopSignals(signal.SIGTERM)
 
 
 @dataclasses.dataclass
@@ -204,7 +210,7 @@ class Outcome:
 
 
 def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], sweep_name: str,
-                stream: bool) -> Outcome:
+                stream: bool, signals: StopSignals) -> Outcome:
   os.makedirs(member.workdir, exist_ok=True)
   # The member's output is no terminal: it logs a plain progress line now and then.
   argv = [sys.executable, "-m", "lnorm", *train_argv(config_spec, member, extra, sweep_name)]
@@ -213,7 +219,7 @@ def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], swee
     log.write(f"\n$ {shlex.join(argv)}\n")
     log.flush()
     # The member's whole output goes to its train.log here: it must not add its own.
-    proc = preemption.start(argv, stdout=subprocess.PIPE if stream else log,
+    proc = signals.start(argv, stdout=subprocess.PIPE if stream else log,
                             stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, run_files.LOG_FILE_ENV: "0"})
     if stream:  # Sequential: the user sees the member's log as it runs.
@@ -226,10 +232,10 @@ def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], swee
         # output, or it would die of a broken pipe before it finished saving.
         for line in proc.stdout:
           log.write(line)
-    code = preemption.wait(proc)
+    code = signals.wait(proc)
   seconds = time.time() - start
   status = {0: "finished", INTERRUPTED_CODE: "interrupted"}.get(code, "failed")
-  if code != 0 and preemption.stopping():
+  if code != 0 and signals.received:
     # The sweep's SIGTERM reached the member before it could save (during its start,
     # where SIGTERM ends it at once: it has trained nothing since its checkpoint).
     status = "interrupted"
@@ -248,12 +254,15 @@ def sweep_label(workdir: str, name: str | None = None) -> str:
 def run_sweep(config_spec: str, space: SweepSpace, workdir: str,
               extra: Mapping[str, str] | None = None, parallel: int = 1,
               figures: bool = True, name: str | None = None,
-              select: str | None = None) -> "Summary":
+              select: str | None = None,
+              signals: StopSignals | None = None) -> "Summary":
   """Runs (or resumes) every member of a sweep, then summarises it.
 
   ``name`` is the named sweep's (``--sweep``), if any; ``select`` a metric to choose
-  the best setting on (``lnorm.analysis.selection``). Returns the summary; members that failed
-  are listed there, their logs in ``<workdir>/<member>/train.log``.
+  the best setting on (``lnorm.analysis.selection``); ``signals`` the command's (a
+  benchmark's, whose sweeps share them), else :func:`stop_signals`. Returns the
+  summary; members that failed are listed there, their logs in
+  ``<workdir>/<member>/train.log``.
   """
   extra = dict(extra or {})
   sweep_name = sweep_label(workdir, name)
@@ -263,11 +272,11 @@ def run_sweep(config_spec: str, space: SweepSpace, workdir: str,
   # One sweep per folder (each member's `lnorm train` holds the member's workdir too).
   with workdir_lock.hold(workdir, f"lnorm sweep {sweep_name}"):
     return _run_members(config_spec, space, workdir, members, configs, extra, parallel,
-                        figures, name, select, sweep_name)
+                        figures, name, select, sweep_name, signals or stop_signals())
 
 
 def _run_members(config_spec, space, workdir, members, configs, extra, parallel, figures,
-                 name, select, sweep_name) -> "Summary":
+                 name, select, sweep_name, signals: StopSignals) -> "Summary":
   """``run_sweep`` once it holds the sweep's folder."""
   _write_sweep_file(workdir, config_spec, name, space, members, extra)
 
@@ -283,13 +292,13 @@ def _run_members(config_spec, space, workdir, members, configs, extra, parallel,
 
   def one(i_m):
     i, m = i_m
-    if preemption.stopping():  # Start no member once the sweep was asked to stop.
+    if signals.received:  # Start no member once the sweep was asked to stop.
       return None
     with lock:
       print(f"[sweep {sweep_name}] ({i + 1}/{len(todo)}) {m.name}: "
             f"{'resuming' if os.path.exists(os.path.join(m.workdir, 'checkpoints')) else 'starting'}"
             f" in {m.workdir}", flush=True)
-    o = _run_member(config_spec, m, extra, sweep_name, stream=parallel <= 1)
+    o = _run_member(config_spec, m, extra, sweep_name, parallel <= 1, signals)
     with lock:
       msg = {"finished": "done",
              "interrupted": "interrupted (a rerun resumes it from its last checkpoint)"}.get(
@@ -300,7 +309,7 @@ def _run_members(config_spec, space, workdir, members, configs, extra, parallel,
 
   stop = threading.Event()  # Set when a member was interrupted: start no others.
   try:
-    with preemption.forwarding():
+    with signals:
       if parallel <= 1:
         for i, m in enumerate(todo):
           o = one((i, m))
@@ -329,7 +338,7 @@ def _run_members(config_spec, space, workdir, members, configs, extra, parallel,
         for future in futures:
           if future.done() and not future.cancelled() and future.result() is not None:
             outcomes[future.result().member.name] = future.result()
-      stopped_by = preemption.stopping()
+      stopped_by = signals.received
   finally:
     _append_timing(workdir, time.time() - start,
                    sum(o.status != "skipped" for o in outcomes.values()))

@@ -3,9 +3,9 @@
 After one check of the config (``check``: the shared fields' bounds, then the
 experiment's own, in its ``Task``), it loads the data, builds the model and the mesh,
 and fixes the schedule (steps per epoch, total steps, length buckets). The initial
-state, its abstract shape and a trained state restored from a workdir all come from
-the same ``AssembledRun``, so that training, ``lnorm bln-search`` and the commands that
-read a trained run agree on the structure a checkpoint restores into.
+state and a trained state restored from a workdir both come from the run's
+``TrainStateInitializer`` (``lnorm.training.train_state``), so that training and
+``lnorm bln-search`` agree on the structure a checkpoint restores into.
 
 Also here: ``load_run_config``, the config a workdir's ``config.json`` records.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import flax.linen as nn
 import ml_collections
@@ -31,8 +31,9 @@ from lnorm.training import metrics_writer
 from lnorm.training import parallel
 from lnorm.training import run_files
 from lnorm.training import task as task_lib
-from lnorm.training.checkpoint import abstract_like, restore_latest
-from lnorm.training.steps import TrainState, init_train_state, length_buckets
+from lnorm.training.steps import length_buckets
+from lnorm.training.train_state import (TrainState, TrainStateInitializer,
+                                        first_training_batch)
 
 
 def check(config: ml_collections.ConfigDict) -> task_lib.Task:
@@ -58,6 +59,16 @@ class AssembledRun:
   buckets: batching.LengthBuckets | None
   steps_per_epoch: int
   total_steps: int
+  #: What a task's hooks compile once per run (a sampler, an embedder), by key: the
+  #: run owns them, so that they go with it and another run compiles its own.
+  _compiled: dict[Any, Any] = dataclasses.field(default_factory=dict, init=False,
+                                                repr=False, compare=False)
+
+  def compiled(self, key: Any, build: Callable[[], Any]) -> Any:
+    """``build()``'s result, built at the first call with ``key`` in this run."""
+    if key not in self._compiled:
+      self._compiled[key] = build()
+    return self._compiled[key]
 
   @property
   def num_epochs(self) -> int:
@@ -73,18 +84,20 @@ class AssembledRun:
   def is_last(self, step: int) -> bool:
     return step == self.total_steps
 
-  def initial_state(self) -> TrainState:
-    """The initial, replicated train state training starts from."""
-    return init_train_state(self.config, self.task, self.model, self.train_arrays,
-                            self.mesh)
+  @property
+  def initializer(self) -> TrainStateInitializer:
+    return TrainStateInitializer(self.config, self.task, self.model, self.mesh)
 
-  def abstract_state(self) -> TrainState:
-    """The structure, shapes and shardings a checkpoint of this run restores into."""
-    return abstract_like(self.initial_state())
+  def initial_state(self) -> TrainState:
+    """The initial, replicated train state training starts from: initialised on the
+    first training batch."""
+    return self.initializer.from_scratch(first_training_batch(self.config,
+                                                              self.train_arrays))
 
   def restore(self, workdir: str) -> tuple[TrainState, int]:
     """``(state, step)``: the latest checkpoint of ``workdir``, a run of this config."""
-    return restore_latest(workdir, self.abstract_state())
+    return self.initializer.from_checkpoint(
+        workdir, first_training_batch(self.config, self.train_arrays))
 
 
 def assemble_model(config: ml_collections.ConfigDict, *,
@@ -120,19 +133,6 @@ def assemble(config: ml_collections.ConfigDict, *, task: task_lib.Task | None = 
   buckets = length_buckets(config, task, train_arrays)
   return AssembledRun(config, task, dataset, train_arrays, mesh, model, buckets,
                       steps_per_epoch, total_steps)
-
-
-def restore_trained(config: ml_collections.ConfigDict, task: task_lib.Task,
-                    model: nn.Module, examples: Mapping[str, np.ndarray], workdir: str,
-                    fix: str = "train it first with `lnorm train`",
-                    ) -> tuple[TrainState, int]:
-  """``(state, step)``: the latest checkpoint of ``workdir`` restored into the state
-  ``model`` trains with under ``config``, its structure taken from an initialisation
-  on ``examples`` (``config.batch_size`` examples of the data's shapes), so that a
-  command reads a trained run without loading its data (``lnorm sample``,
-  ``lnorm evaluate``). A run with no checkpoint is a ``UserError`` that says ``fix``."""
-  target = init_train_state(config, task, model, examples, parallel.make_mesh())
-  return restore_latest(workdir, abstract_like(target), fix)
 
 
 # --- a trained run's config -----------------------------------------------------------

@@ -3,7 +3,7 @@
 For experiments that select their reported model on validation during training (the
 order-embeddings authors kept the parameters with the best image-retrieval R@1 + R@5 +
 R@10 on the first 1,000 validation images, checked every 300 updates; see
-``lnorm.evaluation.retrieval.selection_score``) rather than reporting the last one.
+``experiments.order_embeddings.retrieval.selection_score``) rather than reporting the last one.
 """
 
 from __future__ import annotations

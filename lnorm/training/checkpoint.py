@@ -218,9 +218,10 @@ def abstract_like(tree: Any) -> Any:
 
 def restore_latest(workdir: str, abstract_state: Any,
                    fix: str = "train it first with `lnorm train`") -> tuple[Any, int]:
-  """The latest checkpoint of a finished or running run, for the commands that read
-  one (``lnorm bln-search``, ``evaluate``, ``sample``): ``(state, step)``. A run with
-  no checkpoint is a ``UserError`` that says ``fix``."""
+  """``(state, step)``: the latest checkpoint of a finished or running run, restored
+  into ``abstract_state`` (what ``TrainStateInitializer.from_checkpoint`` builds for
+  the commands that read one). A run with no checkpoint is a ``UserError`` that says
+  ``fix``; a damaged one names the rerun that repairs it."""
   checkpointer = Checkpointer(workdir)
   try:
     if checkpointer.latest_step() is None:

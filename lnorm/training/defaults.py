@@ -109,8 +109,8 @@ def base_config() -> ml_collections.ConfigDict:
   # constant rate (0: none). Xiong et al. (2020): post-LN Transformers need it.
   c.optimizer.warmup_steps = 0
   c.optimizer.clip_global_norm = 0.0  # Clip the global gradient norm (0: off).
-  # How clip_global_norm applies (lnorm.training.optim.GLOBAL_CLIP_RULES): "standard",
-  # or "attentive_reader_code", the attentive-reader authors' code's miscomputed clip.
+  # How clip_global_norm applies: "standard" (lnorm.training.optim.GLOBAL_CLIP_RULES),
+  # or a rule of the experiment's own (its Task.clip_rules).
   c.optimizer.clip_global_norm_rule = "standard"
   c.optimizer.clip_tensor_norm = 0.0  # Clip each gradient tensor's norm (0: off).
 

@@ -47,7 +47,8 @@ from lnorm.rnn import RecurrentLayer
 from lnorm.training import optim
 from lnorm.training import parallel
 from lnorm.training.assembly import AssembledRun
-from lnorm.training.steps import TrainState, make_train_chunk, make_train_step, seed_keys
+from lnorm.training.steps import make_train_chunk, make_train_step
+from lnorm.training.train_state import TrainState, seed_keys
 
 #: |x| beyond which sigmoid(x) is outside [0.01, 0.99].
 SIGMOID_SATURATION = math.log(0.99 / 0.01)
@@ -344,7 +345,7 @@ def trace(run: AssembledRun, num_updates: int, recurrence: Recurrence,
           "eps": optimizer.get("eps", 1e-8)}
   group_leaves = parameter_groups(state.params, groups)
   tracked_leaves = parameter_groups(state.params, tracked, missing_ok=True)
-  stages = optim.clip_stages(optimizer)
+  stages = optim.clip_stages(optimizer, run.task.clip_rules)
 
   @jax.jit
   def measure(state, grad_norm):

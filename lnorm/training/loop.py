@@ -81,6 +81,7 @@ from lnorm.training import compilation_cache
 from lnorm.training import defaults
 from lnorm.training import environment
 from lnorm.training import parallel
+from lnorm.training import process
 from lnorm.training import records
 from lnorm.training import workdir as workdir_lib
 from lnorm.training.checkpoint import Checkpointer
@@ -89,9 +90,10 @@ from lnorm.training.eval_schedule import EvalSchedule, crossed_multiple, misalig
 from lnorm.training.metrics_writer import MetricWriter
 from lnorm.training.selected_model import SelectedModel
 from lnorm.training.stop_signals import StopSignals
-from lnorm.training.steps import (SplitEvaluator, TrainState, make_eval_step,
-                                  make_train_chunk, make_train_step, seed_keys)
+from lnorm.training.steps import (SplitEvaluator, make_eval_step, make_train_chunk,
+                                  make_train_step)
 from lnorm.training.task import Task
+from lnorm.training.train_state import TrainState, seed_keys
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
@@ -156,11 +158,11 @@ def set_up(config: ml_collections.ConfigDict, workdir: str, task: Task | None = 
   """Checks the config (unless ``task``, ``assembly.check``'s result, says it was) and
   the workdir, loads the data and builds the model; ``signals`` stop the loading at
   once (``StopSignals.interruptible``)."""
-  parallel.maybe_initialize_distributed()
+  process.set_up(config)
   compilation_cache.enable()
-  if config.matmul_precision != "default":
-    jax.config.update("jax_default_matmul_precision", config.matmul_precision)
   task = task or assembly.check(config)
+  for warning in task.run_warnings():
+    logging.warning(warning)
   os.makedirs(workdir, exist_ok=True)
   workdir_lib.check_workdir(workdir, config)
   with (signals.interruptible("while the data loaded, before training began. Rerun the "

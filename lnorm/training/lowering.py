@@ -34,9 +34,9 @@ from lnorm.data.core import Dataset
 from lnorm.errors import UserError
 from lnorm.rnn.kernel_launch import TRITON_CUSTOM_CALL
 from lnorm.training import assembly
-from lnorm.training.steps import TrainState, make_eval_step, make_train_chunk, make_train_step
-from lnorm.training.optim import make_optimizer
+from lnorm.training.steps import make_eval_step, make_train_chunk, make_train_step
 from lnorm.training.task import Task
+from lnorm.training.train_state import TrainStateInitializer
 
 #: Platforms ``jax.export`` lowers for.
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
@@ -191,20 +191,6 @@ def lower_step(name: str, fn: Callable, args: Sequence[Any], platforms: Sequence
   return report
 
 
-def abstract_train_state(config: ml_collections.ConfigDict, task: Task, model,
-                         batch) -> TrainState:
-  """The train state's shapes, from an abstract init on one abstract batch."""
-  rngs = {"params": jax.random.key(0), **{s: jax.random.key(0) for s in task.rng_streams}}
-
-  def create(rngs, batch):
-    variables = model.init(rngs, *task.model_inputs(batch), train=True)
-    return TrainState.create(apply_fn=model.apply, params=variables["params"],
-                             tx=make_optimizer(config.optimizer),
-                             batch_stats=variables.get("batch_stats", {}))
-
-  return jax.eval_shape(create, rngs, batch)
-
-
 def check(config: ml_collections.ConfigDict, platforms: Sequence[str] = ("cuda", "tpu"),
           compile_cpu: bool = False) -> CheckReport:
   """Builds ``config``'s model and lowers its train and eval steps for ``platforms``."""
@@ -218,7 +204,7 @@ def check(config: ml_collections.ConfigDict, platforms: Sequence[str] = ("cuda",
   split = dataset.splits[task.train_split()]
 
   one = abstract_batch(split, (config.batch_size,))
-  state = abstract_train_state(config, task, model, one)
+  state = TrainStateInitializer(config, task, model).abstract(one)
   train_batches = abstract_batch(split, (config.steps_per_call, config.batch_size))
   eval_batch = abstract_batch(split, (config.eval_batch_size,), mask=True)
   rng = jax.ShapeDtypeStruct((), jax.random.key(0).dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import types
 from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
@@ -147,28 +148,12 @@ def clip_by_global_norm(max_norm: float):
   return apply
 
 
-def clip_like_attentive_reader_code(max_norm: float):
-  """The global clip as the attentive reader's Theano code computes it
-  (``Attentive_reader``, branch ``bn``): its norm helper returns the norm where the
-  caller expects the squared norm, so a gradient of norm n is left alone while
-  ``n <= max_norm**2`` and otherwise rescaled by ``max_norm / sqrt(n)``, to norm
-  ``max_norm * sqrt(n)``. At their clip of 10 nothing under 100 is clipped, and a
-  norm of 228 becomes 151, where the clip the paper states would make it 10."""
-
-  def apply(grads):
-    norm = global_norm(grads)
-    acted = norm > max_norm**2
-    scale = jnp.where(acted, max_norm / jnp.sqrt(jnp.maximum(norm, 1e-12)), 1.0)
-    return jax.tree.map(lambda g: g * scale.astype(g.dtype), grads), acted
-
-  return apply
-
-
-#: ``optimizer.clip_global_norm_rule``: how ``clip_global_norm`` is applied.
-GLOBAL_CLIP_RULES = {
-    "standard": clip_by_global_norm,
-    "attentive_reader_code": clip_like_attentive_reader_code,
-}
+#: A clip rule: ``max_norm -> (grads -> (clipped grads, whether the clip acted))``.
+ClipRule = Callable[[float], Callable[[Any], tuple[Any, jax.Array]]]
+#: ``optimizer.clip_global_norm_rule``: how ``clip_global_norm`` is applied. An
+#: experiment may add its own (``Task.clip_rules``: the attentive reader's code's).
+GLOBAL_CLIP_RULES: Mapping[str, ClipRule] = types.MappingProxyType(
+    {"standard": clip_by_global_norm})
 
 
 def parameter_path(path) -> str:
@@ -235,11 +220,14 @@ def clip_elementwise(bounds: Mapping[str, float]):
   return apply
 
 
-def clip_stages(config: Mapping[str, Any]) -> list[ClipStage]:
+def clip_stages(config: Mapping[str, Any],
+                rules: Mapping[str, ClipRule] | None = None) -> list[ClipStage]:
   """The clips an ``optimizer`` config turns on, in the order they apply:
   ``clip_elementwise`` (a mapping of parameter-path patterns to bounds; absent or
   empty: off), ``clip_tensor_norm`` and ``clip_global_norm`` (0 disables a clip; the
-  latter by ``clip_global_norm_rule``, one of GLOBAL_CLIP_RULES)."""
+  latter by ``clip_global_norm_rule``, one of GLOBAL_CLIP_RULES or of the experiment's
+  own ``rules``)."""
+  rules = {**GLOBAL_CLIP_RULES, **(rules or {})}
   stages = []
   elementwise = _as_mapping(config.get("clip_elementwise"))
   if any(float(b or 0) > 0 for b in elementwise.values()):
@@ -249,11 +237,11 @@ def clip_stages(config: Mapping[str, Any]) -> list[ClipStage]:
                             clip_by_tensor_norm(float(config["clip_tensor_norm"]))))
   if config.get("clip_global_norm", 0.0):
     rule = config.get("clip_global_norm_rule", None) or "standard"
-    if rule not in GLOBAL_CLIP_RULES:
+    if rule not in rules:
       raise ConfigError(f"Unknown optimizer.clip_global_norm_rule {rule!r}. Valid choices: "
-                        f"{', '.join(GLOBAL_CLIP_RULES)}.")
+                        f"{', '.join(rules)}.")
     stages.append(ClipStage("clipped_fraction",
-                            GLOBAL_CLIP_RULES[rule](float(config["clip_global_norm"]))))
+                            rules[rule](float(config["clip_global_norm"]))))
   return stages
 
 
@@ -280,10 +268,13 @@ def linear_warmup(warmup_steps: int) -> optax.GradientTransformation:
       lambda count: jnp.minimum(1.0, (count + 1) / warmup_steps))
 
 
-def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
+def make_optimizer(config: ml_collections.ConfigDict,
+                   clip_rules: Mapping[str, ClipRule] | None = None,
+                   ) -> optax.GradientTransformation:
   """``config`` is the ``optimizer`` block: name, learning_rate, the clips of
-  :func:`clip_stages`, applied in that order before the optimizer, and
-  ``warmup_steps`` (:func:`linear_warmup`; absent or 0: none) after it."""
+  :func:`clip_stages` (``clip_rules``: the experiment's own global clip rules),
+  applied in that order before the optimizer, and ``warmup_steps``
+  (:func:`linear_warmup`; absent or 0: none) after it."""
   if config.name not in OPTIMIZERS:
     raise ConfigError(f"Unknown optimizer {config.name!r}. Valid choices: "
                       f"{', '.join(OPTIMIZERS)}.")
@@ -291,7 +282,7 @@ def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransform
   # A pattern that matches no parameter fails at init, before training starts.
   check = lambda params: elementwise_bounds(elementwise, params)
   chain = [_as_transformation(s, check if s.metric == "elementwise_clipped_fraction"
-                              else None) for s in clip_stages(config)]
+                              else None) for s in clip_stages(config, clip_rules)]
   chain.append(OPTIMIZERS[config.name](config))
   warmup_steps = int(config.get("warmup_steps", 0) or 0)
   if warmup_steps < 0:

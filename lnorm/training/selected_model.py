@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from lnorm.training.best_model import BestModel
 from lnorm.training.defaults import SELECTED_PREFIX, SELECTED_STEP, lower_is_better
+from lnorm.training.train_state import TrainStateInitializer
 
 #: Where the selected variables are kept, beside the checkpoints.
 DIRECTORY = "selected"
@@ -45,7 +46,7 @@ class SelectedModel:
     record = self._store.record()
     if record is None or not splits:
       return {}
-    selected = state.replace(**self._store.restore(_variables(state)))
+    selected = TrainStateInitializer.from_kept(state, self._store)
     scores = evaluate_splits(selected, tuple(splits))
     return {SELECTED_STEP: int(record["step"]),
             **{SELECTED_PREFIX + k: v for k, v in scores.items()}}

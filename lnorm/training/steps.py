@@ -3,9 +3,9 @@
 ``make_train_step`` is one pure optimisation step over a ``TrainState`` that carries
 ``batch_stats``; ``make_train_chunk`` fuses several into one ``lax.scan``;
 ``make_eval_step`` and ``evaluate`` give a split's mean metrics; ``SplitEvaluator``
-evaluates a run's splits the same way at every evaluation. ``init_train_state`` is the
-state a config starts from (and the structure its checkpoints restore into), and
-``length_buckets`` the padded lengths its batches take.
+evaluates a run's splits the same way at every evaluation; ``length_buckets`` is the
+padded lengths a run's batches take. The state they step is built by
+``lnorm.training.train_state``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import optax
-from flax.training import train_state
 
 from lnorm.data import batching
 from lnorm.data.core import Dataset
@@ -26,12 +25,8 @@ from lnorm.errors import ConfigError
 from lnorm.progress import Progress
 from lnorm.training import optim
 from lnorm.training import parallel
-from lnorm.training.optim import make_optimizer
 from lnorm.training.task import Task
-
-
-class TrainState(train_state.TrainState):
-  batch_stats: Any = None
+from lnorm.training.train_state import TrainState
 
 
 NORM_METRICS = ("grad_norm", "param_norm", "update_norm")
@@ -75,7 +70,7 @@ def make_train_step(task: Task, model: nn.Module,
   at every step.
   """
   if clips is None:
-    clips = optim.clip_stages(task.config.get("optimizer") or {})
+    clips = optim.clip_stages(task.config.get("optimizer") or {}, task.clip_rules)
 
   def train_step(state: TrainState, batch, rng, measure_norms=True):
     step_rng = jax.random.fold_in(rng, state.step)
@@ -205,27 +200,3 @@ class SplitEvaluator:
                                 self._batch_size, self._mesh, self._buckets, progress)
         scores.update({f"{split}/{k}": v for k, v in split_scores.items()})
     return scores
-
-
-def seed_keys(seed: int) -> tuple[jax.Array, jax.Array]:
-  """``(init key, train key)`` of a run's seed: the initial parameters come from the
-  first, every training step's rngs from the second (folded in with the step)."""
-  init_rng, train_rng = jax.random.split(jax.random.key(seed))
-  return init_rng, train_rng
-
-
-def init_train_state(config: ml_collections.ConfigDict, task: Task, model: nn.Module,
-                     train_arrays, mesh) -> TrainState:
-  """The initial, replicated train state of a config: what training starts from and
-  the structure a checkpoint of that config restores into (``lnorm bln-search``)."""
-  init_rng, _ = seed_keys(config.seed)
-  # Initialise on a real batch: data-dependent initialisations (WN) need one.
-  first = {k: v[0] for k, v in batching.train_chunk(
-      train_arrays, config.batch_size, config.seed, 0, 0, 1).items()}
-  init_rngs = {"params": init_rng, **{s: init_rng for s in task.rng_streams}}
-  variables = jax.jit(functools.partial(model.init, train=True))(
-      init_rngs, *task.model_inputs(first))
-  tx = make_optimizer(config.optimizer)
-  state = TrainState.create(apply_fn=model.apply, params=variables["params"], tx=tx,
-                            batch_stats=variables.get("batch_stats", {}))
-  return jax.device_put(state, parallel.replicated(mesh))

@@ -1,5 +1,7 @@
-"""Ctrl-C (SIGINT) and SIGTERM during ``lnorm train``: a flag that the run checks at
-safe points, so that it saves and stops instead of dying wherever the signal lands.
+"""Ctrl-C (SIGINT) and SIGTERM (a cluster's preemption, ``timeout``) as a flag that a
+command checks at safe points, so that it saves and stops instead of dying wherever
+the signal lands: the one signal mechanism of ``lnorm train`` and of the commands that
+run members (``lnorm sweep``, ``lnorm benchmark``).
 
 Python's own SIGINT handler raises ``KeyboardInterrupt`` in whatever code runs when
 the signal arrives; when that is a garbage-collection callback (JAX registers one) or
@@ -20,9 +22,15 @@ Two exceptions to "only a flag":
   impatient user): a checkpoint is written to a temporary folder and renamed when
   complete, so the rerun resumes from the last complete one.
 
+A command that runs members (each a ``lnorm train`` process) starts them through
+:meth:`StopSignals.start`: a signal is passed on to every member running, each of
+which saves a checkpoint and exits (or ends normally if it was in its last epoch), and
+a member started after the signal gets it at once. Such a command catches SIGTERM
+only (``StopSignals(signal.SIGTERM)``): a Ctrl-C at the terminal reaches its members
+directly. It checks :attr:`StopSignals.received` before it starts a member.
+
 Signals reach the main thread only: entered in another thread, it installs nothing.
-(``lnorm sweep`` and ``lnorm benchmark`` pass SIGTERM on to their members with
-``lnorm.sweeps.preemption``.)
+Entered again while entered (a benchmark's sweeps), it stays as it is.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import functools
 import gc
 import os
 import signal
+import subprocess
 import sys
 from typing import Iterator
 
@@ -64,19 +73,27 @@ def _safe_to_raise(frame, region=None) -> bool:
 
 
 class StopSignals:
-  """While entered, SIGINT and SIGTERM set :attr:`received` (the first one's name)."""
+  """While entered, the signals caught (by default SIGINT and SIGTERM) set
+  :attr:`received` (the first one's name) and reach the members it started."""
 
-  def __init__(self):
+  def __init__(self, *caught: signal.Signals):
+    self._caught = caught or (signal.SIGINT, signal.SIGTERM)
     self.received: str | None = None
     self._ctrl_c = 0
     self._previous = {}
+    self._depth = 0
     self._interruptible = False
     self._region = None  # The frame that entered the interruptible region.
+    self._members: set[subprocess.Popen] = set()
 
   def __enter__(self) -> "StopSignals":
+    self._depth += 1
+    if self._depth > 1:
+      return self
     # SIGINT is Ctrl-C; SIGTERM a scheduler's or ``timeout``'s; SIGALRM the retry.
-    for sig, handler in ((signal.SIGINT, self._handle), (signal.SIGTERM, self._handle),
-                         (signal.SIGALRM, self._retry)):
+    handlers = [(sig, self._handle) for sig in self._caught] + [(signal.SIGALRM,
+                                                                 self._retry)]
+    for sig, handler in handlers:
       try:
         self._previous[sig] = signal.signal(sig, handler)
       except ValueError:  # Not the main thread: leave signals alone.
@@ -84,6 +101,9 @@ class StopSignals:
     return self
 
   def __exit__(self, *exc) -> bool:
+    self._depth -= 1
+    if self._depth:
+      return False
     if self._previous:
       signal.setitimer(signal.ITIMER_REAL, 0)  # A retry due must not find SIGALRM's default.
     for sig, handler in self._previous.items():
@@ -92,6 +112,8 @@ class StopSignals:
     return False
 
   def _handle(self, signum, frame) -> None:
+    for member in list(self._members):
+      _send(member, signum)
     if signum == signal.SIGINT:
       self._ctrl_c += 1
       if self._ctrl_c > 1:
@@ -113,6 +135,21 @@ class StopSignals:
       signal.setitimer(signal.ITIMER_REAL, _RETRY_SECS)
       return
     raise KeyboardInterrupt
+
+  def start(self, argv, **popen_kwargs) -> subprocess.Popen:
+    """Starts a member's process, which a signal caught from now on reaches."""
+    member = subprocess.Popen(argv, **popen_kwargs)
+    self._members.add(member)
+    if self.received:  # The signal came after the caller's check, before the process.
+      _send(member, signal.Signals[self.received])
+    return member
+
+  def wait(self, member: subprocess.Popen) -> int:
+    """The member's exit code, once it has exited."""
+    try:
+      return member.wait()
+    finally:
+      self._members.discard(member)
 
   def check(self, what: str) -> None:
     """Raises :class:`Interrupted` when a signal asked to stop; ``what`` follows
@@ -148,3 +185,10 @@ class StopSignals:
       signal.setitimer(signal.ITIMER_REAL, _RETRY_SECS)
     else:
       previous_hook(unraisable)
+
+
+def _send(member: subprocess.Popen, signum: int) -> None:
+  try:
+    member.send_signal(signum)
+  except ProcessLookupError:  # It has just exited.
+    pass

@@ -15,6 +15,7 @@ read a model or a dataset another run left behind.
 from __future__ import annotations
 
 import importlib
+import types
 from typing import TYPE_CHECKING, Any, Mapping
 
 import flax.linen as nn
@@ -27,14 +28,15 @@ from lnorm.errors import ConfigError, UserError
 from lnorm.normalization import NORMS, check_norm_choice
 from lnorm.training import defaults
 from lnorm.training import experiments
+from lnorm.training import optim
 
 if TYPE_CHECKING:  # assembly imports this module.
   from lnorm.training.assembly import AssembledRun
 
 Batch = Mapping[str, jax.Array]
 
-#: experiment name -> module defining ``Task``: the registry, kept where the analysis
-#: may read it too (lnorm.training.experiments).
+#: experiment name -> its package (``task`` defines its ``Task``): the registry, kept
+#: where the analysis may read it too (lnorm.training.experiments).
 EXPERIMENTS = experiments.EXPERIMENTS
 
 
@@ -61,6 +63,9 @@ class Task:
   #: the others accept only the mean, so that asking them for a sum is an error rather
   #: than a silent no-op.
   loss_reductions: tuple[str, ...] = ("mean",)
+  #: Global clip rules of the experiment's own, by ``optimizer.clip_global_norm_rule``
+  #: (the attentive reader's code's), beside the harness's ``optim.GLOBAL_CLIP_RULES``.
+  clip_rules: Mapping[str, optim.ClipRule] = types.MappingProxyType({})
 
   def __init__(self, config: ml_collections.ConfigDict):
     self.config = config
@@ -89,6 +94,12 @@ class Task:
       return jnp.mean(per_example)
     raise ConfigError(f"loss_reduction={reduction!r}; valid choices: "
                       f"{', '.join(LOSS_REDUCTIONS)}.")
+
+  def run_warnings(self) -> tuple[str, ...]:
+    """What a run of this config is told before it spends its compute (a setting the
+    project found never learns), logged once when the run is set up
+    (``lnorm.training.loop.set_up``), however often the config is checked."""
+    return ()
 
   def load_data(self) -> Dataset:
     """The config's data; the task keeps no reference to it (the run holds it)."""
@@ -142,8 +153,17 @@ class Task:
     """``lnorm evaluate``: ``(encode, step)``, the run's sentence encoder and its
     checkpoint's step (skip-thoughts)."""
     del workdir, kind
-    raise UserError(f"Experiment {self.config.experiment!r} has no sentence encoder to "
-                    "evaluate: lnorm evaluate scores sentence-vector models (skip_thoughts).")
+    raise self._no_sentence_encoder()
+
+  def sentence_evaluation(self) -> Any:
+    """``lnorm evaluate``: the experiment's evaluations of sentence vectors, a module
+    with ``task_names``, ``protocol`` and ``evaluate_encoder`` (skip-thoughts')."""
+    raise self._no_sentence_encoder()
+
+  def _no_sentence_encoder(self) -> UserError:
+    return UserError(f"Experiment {self.config.experiment!r} has no sentence encoder to "
+                     "evaluate: lnorm evaluate scores sentence-vector models "
+                     "(skip_thoughts).")
 
   def train_split(self) -> str:
     return "train"
@@ -183,12 +203,18 @@ def load_task(config: ml_collections.ConfigDict) -> Task:
   if name not in EXPERIMENTS:
     raise ConfigError(f"Unknown experiment {name!r}. Valid choices: "
                       f"{', '.join(sorted(EXPERIMENTS))}.")
+  return task_class(name)(config)
+
+
+def task_class(name: str) -> type[Task]:
+  """The ``Task`` of the registered experiment ``name``, imported through the registry."""
+  path = experiments.module(name, "task")
   try:
-    module = importlib.import_module(EXPERIMENTS[name])
+    module = importlib.import_module(path)
   except ModuleNotFoundError as e:
-    raise ConfigError(f"Experiment {name!r} is registered but its module "
-                      f"{EXPERIMENTS[name]} cannot be imported ({e}).") from e
-  return module.Task(config)
+    raise ConfigError(f"Experiment {name!r} is registered but its module {path} cannot "
+                      f"be imported ({e}).") from e
+  return module.Task
 
 
 def check_config(config: ml_collections.ConfigDict) -> Task:

@@ -38,9 +38,9 @@ from lnorm.rnn import cells
 from lnorm.training import assembly
 from lnorm.training import environment
 from lnorm.training import host_memory
-from lnorm.training.optim import make_optimizer
-from lnorm.training.steps import TrainState, make_train_step
+from lnorm.training.steps import make_train_step
 from lnorm.training.task import Task
+from lnorm.training.train_state import TrainStateInitializer
 
 
 def time_calls(fn: Callable[[], Any], n: int) -> tuple[float, float]:
@@ -83,17 +83,6 @@ def parse_args(description: str, default_config: str,
   return args, config
 
 
-def _initial_state(task: Task, model, config: ml_collections.ConfigDict, batch,
-                   key: jax.Array) -> TrainState:
-  """The model initialised on ``batch``, with the config's optimizer."""
-  init_rngs = {"params": key, **{name: key for name in task.rng_streams}}
-  variables = jax.jit(lambda rngs: model.init(rngs, *task.model_inputs(batch), train=True))(
-      init_rngs)
-  return TrainState.create(apply_fn=model.apply, params=variables["params"],
-                           tx=make_optimizer(config.optimizer),
-                           batch_stats=variables.get("batch_stats", {}))
-
-
 def measure_train_step(task: Task, model, config: ml_collections.ConfigDict, batch,
                        *, flops: int, steps: int = 5, matmul_size: int = 2048,
                        matmul_reps: int = 10,
@@ -102,7 +91,7 @@ def measure_train_step(task: Task, model, config: ml_collections.ConfigDict, bat
   step's analytic matmul count (``Task.train_step_flops``). ``rate``: the matmul rate
   (wall, CPU) if already measured, else measured here."""
   key = jax.random.key(config.seed)
-  state = _initial_state(task, model, config, batch, key)
+  state = TrainStateInitializer(config, task, model).from_scratch(batch)
 
   wall, cpu = time.perf_counter(), time.process_time()
   compiled = jax.jit(make_train_step(task, model)).lower(state, batch, key).compile()
@@ -207,7 +196,7 @@ def scanned_recurrences() -> Iterator[None]:
 def _step_runner(task: Task, model, config: ml_collections.ConfigDict, batch) -> Callable:
   """A compiled, warmed-up train step: each call of the result takes one step."""
   key = jax.random.key(config.seed)
-  state = _initial_state(task, model, config, batch, key)
+  state = TrainStateInitializer(config, task, model).from_scratch(batch)
   compiled = jax.jit(make_train_step(task, model)).lower(state, batch, key).compile()
   holder = {"state": compiled(state, batch, key)[0]}
 

@@ -25,7 +25,7 @@ authors' own ``eval_*.py`` scripts (Kiros et al. 2015, ``protocol="kiros"``).
   1..5 (p_floor(y) = floor(y) - y + 1, p_floor(y)+1 = y - floor(y)); SentEval's
   ``RelatednessPytorch``: a linear layer and a softmax fit to those distributions
   by the squared error, Adam (lr 1e-3) on minibatches of 64 in 50-epoch rounds
-  (:func:`lnorm.evaluation.linear_models.softmax_mse_rounds`); the round with the
+  (:func:`experiments.skip_thoughts.linear_models.softmax_mse_rounds`); the round with the
   best trial Pearson r is kept, and the 4th round that does not beat it (counted
   over the run) ends training, as does passing 1,000 epochs. The prediction is the
   expected class; Pearson r, Spearman rho and MSE on the test pairs.
@@ -72,7 +72,7 @@ differ between seeds by a similar amount).
   GoogleNews word2vec vectors; here such words are the encoder's OOV token. MSRP
   (``eval_msrp.py``) is not among the tasks: its data is not in the benchmark files.
 
-Both protocols' logistic regressions are solved by :mod:`lnorm.evaluation.linear_models`: all
+Both protocols' logistic regressions are solved by :mod:`experiments.skip_thoughts.linear_models`: all
 inner folds and C values of one outer fold, with the refits for every C, in one
 batched solve. They reach scikit-learn's minimiser (to 1e-6 of the largest possible
 gradient, 100 times tighter than scikit-learn's default), so they choose the same C
@@ -94,7 +94,7 @@ from scipy import stats
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils import shuffle as sklearn_shuffle
 
-from lnorm.evaluation import linear_models
+from experiments.skip_thoughts import linear_models
 from lnorm.data import senteval
 from lnorm.errors import UserError
 

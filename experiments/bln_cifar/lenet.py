@@ -22,7 +22,7 @@ class LeNet(nn.Module):
 
   ``conv_norm`` normalizes the two [B, H, W, C] feature maps and ``dense_norm`` the
   two [B, F] hidden layers: they are the same normalizer, built with the axes that
-  suit each shape (see experiments/bln_cifar for the axis conventions).
+  suit each shape (see the task beside it for the axis conventions).
 
   ``input_mean`` and ``input_std`` ([H, W, C], optional): the images are standardized
   with them, position by position, before the first convolution (the training

@@ -1,0 +1,36 @@
+"""BLN-IMDb's facts (the BLN paper's IMDB LSTM): the benchmark's normalizers, settings
+and claims, the authors' logs, the figure, and what the batch size sets with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lnorm.analysis import specs
+from lnorm.analysis.specs import CORE_NORMS, ExperimentSpec, Setting
+
+#: Examples a jitted call trains on (the batch size's steps per call).
+EXAMPLES_PER_CALL = 500
+
+
+def batch_fields(batch_size: int) -> dict[str, Any]:
+  """What the batch size sets with it (the config's argument, the suite's variants):
+  the steps fused per call."""
+  return {"batch_size": batch_size,
+          "steps_per_call": specs.steps_per_call(batch_size, EXAMPLES_PER_CALL)}
+
+
+def batch_variant(batch_size: int) -> dict[str, str]:
+  return specs.as_overrides(batch_fields(batch_size))
+
+
+SPEC = ExperimentSpec(
+    "bln_imdb", CORE_NORMS + ("bln", "bn"), specs.bln_claims("bln_imdb", (25,)),
+    {"cpu": Setting("configs/bln_imdb.py", {"data.source": "files"},
+                    variants=(batch_variant(25),)),
+     "paper": Setting("configs/bln_imdb.py", {},
+                      variants=(batch_variant(25), batch_variant(1)))},
+    published=specs.bln_published("bln_imdb", 10, {
+        25: {"bln": (0.496, 0.771), "bn": (0.620, 0.698), "ln": (0.639, 0.711)},
+        1: {"bln": (0.583, 0.731), "bn": (0.979, 0.495), "ln": (0.688, 0.684)}}),
+    figures={"bln-imdb": specs.bln_figure("bln_imdb", "IMDB LSTM")},
+    variant_keys=("batch_size",))
