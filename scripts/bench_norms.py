@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from lnorm.normalization import functional as F
+from lnorm.normalization.modules import BLN_OPTIONS
 from lnorm.training import process
 from lnorm.training import throughput
 
@@ -62,7 +63,8 @@ def _contenders(d: int) -> dict[str, tuple[Callable, dict]]:
     return F.batch_layer_norm(
         x, p["scale"], p["bias"], batch_mean=stats["batch_mean"],
         batch_var=stats["batch_var"], feature_mean=stats["feature_mean"],
-        feature_var=stats["feature_var"], m=stats["m"], feature_size=d)
+        feature_var=stats["feature_var"], m=stats["m"], feature_size=d,
+        eps=BLN_OPTIONS["eps"], mix_eps=BLN_OPTIONS["mix_eps"])
 
   flax_ln = nn.LayerNorm(epsilon=1e-5)
   flax_params = flax_ln.init(jax.random.key(0), jnp.zeros((1, d)))
