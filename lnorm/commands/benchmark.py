@@ -26,8 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "config's norm field: a built-in name (none, ln, rms, bn, ...) or an "
                       "import path module:attr. Include none: it is the baseline.")
   parser.add_argument("--seeds", default=None, metavar="0,1,2",
-                      help="Seeds instead of each experiment's (0,1,2, or 0-4 where a run "
-                      "takes under 5 minutes), e.g. 0,1,2 or 0-4. The report then judges "
+                      help="Seeds instead of the rule's plan (a pilot of 5 where the "
+                      "experiment's seed-0 members took under 5 minutes of wall time, else "
+                      "3, then seeds by power), e.g. 0,1,2 or 0-4. The report then judges "
                       "these seeds only, and says so.")
   parser.add_argument("--variants", default=None, metavar="FIELD=VALUE",
                       help="Only the variants with these values, e.g. batch_size=128 (the "
