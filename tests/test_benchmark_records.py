@@ -168,12 +168,18 @@ def test_a_finished_run_of_another_config_in_the_workdir_is_not_recorded(tmp_pat
                    "--records", str(tmp_path / "a"), "--config.num_epochs=1",
                    "--config.activation=tanh") == 0
   capsys.readouterr()
+  (tmp_path / "b").mkdir()
   assert benchmark("--seeds", "0", "--norms", "none", "--workdir", str(tmp_path / "w"),
                    "--records", str(tmp_path / "b"), "--report-only") == 2
   assert capsys.readouterr().err.startswith(
       f"lnorm: error: {tmp_path / 'w' / 'cpu' / 'perm_mnist' / 'batch_size=4,norm=none' / 'seed=0'} "
       "holds a run of another config (the run's -> this command's: activation: tanh -> relu)")
-  assert not (tmp_path / "b").exists()
+  assert not any((tmp_path / "b").iterdir())
+  # A --records folder that does not exist is named first: the workdir is not looked at.
+  assert benchmark("--seeds", "0", "--norms", "none", "--workdir", str(tmp_path / "w"),
+                   "--records", str(tmp_path / "typo"), "--report-only") == 2
+  assert capsys.readouterr().err.startswith(f"lnorm: error: --records {tmp_path / 'typo'}: "
+                                            "no such folder.")
 
 
 # --- every record read is whole or named -----------------------------------------------------

@@ -97,6 +97,10 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
             f"{args.workdir}. "
             "`lnorm benchmark --report-only` prints their report.", file=sys.stderr)
     return 0
+  # Checked before the workdirs' finished runs are collected into it.
+  if args.report_only and args.records and not os.path.isdir(args.records):
+    raise UserError(f"--records {args.records}: no such folder. --report-only reads the "
+                    "records `lnorm benchmark` saved there: give the folder it named.")
   if not args.report_only:
     for plan in plans:  # Before the first member runs, not after.
       bench.refuse_overwrites(plan, records)
@@ -113,9 +117,6 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
         continue
       failed += [f"{plan.experiment.name}/{name}"
                  for name in bench.run(plan, records, args.parallel, signals)]
-  if args.report_only and args.records and not os.path.isdir(args.records):
-    raise UserError(f"--records {args.records}: no such folder. --report-only reads the "
-                    "records `lnorm benchmark` saved there: give the folder it named.")
   report = bench.build_report(plans, records, args.scale, args.ignore_rule_hash, seeds)
   if args.report_only and not report.records_read:
     _refuse_an_empty_report(bench, plans, records, args.records)
