@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import glob
 import gzip
 import io
 import json
@@ -413,6 +414,28 @@ def test_results_md_shows_what_the_committed_records_give(monkeypatch):
   plans = bench.plans(list(suite.SUITE), "cpu", "runs/benchmark", records=records)
   expected = bench.build_report(plans, records, "cpu").markdown()
   assert shown == expected
+
+
+def test_results_md_shows_the_gpu_records_or_that_every_gpu_verdict_awaits_a_run(
+    monkeypatch):
+  """The GPU section of docs/results.md: the report of the device's committed gpu-scale
+  records (results/gpu/<device>/benchmark/), or, while no device has any, the line
+  that says every verdict there awaits a run."""
+  monkeypatch.chdir(REPO)
+  with open(os.path.join(REPO, "docs", "results.md")) as f:
+    text = f.read()
+  shown = bench.between_markers(text, "gpu")
+  assert shown is not None, "docs/results.md has no gpu benchmark markers"
+  assert bench.between_markers(text, "cpu") != shown
+  folders = sorted(p for p in glob.glob(os.path.join("results", "gpu", "*",
+                                                     bench.GPU_RECORDS_FOLDER))
+                   if os.listdir(p))
+  if not folders:
+    assert shown == "No GPU records yet: every claim at the gpu scale is not run yet.\n"
+    return
+  (records,) = folders  # The section is one device's.
+  plans = bench.plans(list(suite.SUITE), "gpu", "runs/benchmark", records=records)
+  assert shown == bench.build_report(plans, records, "gpu").markdown()
 
 
 # --- the command -----------------------------------------------------------------------------
