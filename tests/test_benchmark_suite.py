@@ -702,7 +702,7 @@ def toy_gpu_command(tmp_path, monkeypatch):
   timers, calls, at_call = [], [], []
   monkeypatch.setattr(bench, "TimeLimit", functools.partial(
       bench.TimeLimit, timer=lambda seconds, fire: timers.append(_Timer(seconds, fire))
-      or timers[-1]))
+      or timers[-1], clock=lambda: 0.0))  # No time passes but the test's.
   finished = _fake_train(calls)
 
   def run_member(config_spec, member, extra, sweep_name, stream, signals):
@@ -741,7 +741,7 @@ def test_a_time_limit_stops_cleanly_and_the_same_command_resumes(toy_gpu_command
   assert _recorded(records) == ["norm=ln,seed=0", "norm=none,seed=0"]
   captured = capsys.readouterr()
   assert "Members with records: perm_mnist 2/6." in captured.out  # The report follows.
-  assert ("lnorm benchmark: stopped at the time limit of 90 s with 4 members of this "
+  assert ("lnorm benchmark: stopped at the time limit of 90 s, with 4 members of this "
           "command left to train. Rerun the same command to resume") in captured.err
   # The same command resumes: the stopped member first, from its workdir, then the rest.
   at_call.clear()
@@ -755,12 +755,35 @@ def test_a_time_limit_stops_cleanly_and_the_same_command_resumes(toy_gpu_command
 def test_a_limit_that_expires_after_the_last_member_changes_nothing(toy_gpu_command, capsys):
   argv, records, timers, calls, at_call = toy_gpu_command
   at_call.append(6)  # The last member: it stops, and is the one left.
-  assert cli.main(argv + ["--time-limit", "30"]) == 75
+  assert cli.main(argv + ["--time-limit", "3600"]) == 75
   assert len(_recorded(records)) == 5
   at_call.clear()
-  assert cli.main(argv + ["--time-limit", "30"]) == 0
+  assert cli.main(argv + ["--time-limit", "3600"]) == 0
   timers[-1].fire()  # After the command: disarmed, no SIGTERM reaches this process.
   assert len(_recorded(records)) == 6
+
+
+def test_a_member_the_time_left_cannot_hold_waits_for_the_next_chunk(toy_gpu_command,
+                                                                   monkeypatch, capsys):
+  """Before the limit, a member starts only if its group's records say it finishes:
+  one stopped at the limit would start again where the workdir is not kept."""
+  argv, records, _, calls, _ = toy_gpu_command
+  assert cli.main(argv + ["--seeds", "0"]) == 0  # none/0 took 14 s of wall time, ln/0 28.
+  calls.clear()
+  frozen = functools.partial(bench.TimeLimit, timer=lambda seconds, fire: _Timer(
+      seconds, fire), clock=lambda: 1000.0)  # The clock stands still: 20 s are left.
+  monkeypatch.setattr(bench, "TimeLimit", frozen)
+  assert cli.main(argv + ["--time-limit", "20"]) == 75
+  # none/1 fits (14 s); then its 28 s make none/2 wait too, and LN's 28 s every LN seed.
+  assert calls == ["norm=none,seed=1"]
+  captured = capsys.readouterr()
+  assert ("[benchmark perm_mnist] norm=ln,seed=1 not started: 20 s left before the time "
+          "limit, and its group's members took up to 28 s") in captured.out
+  assert ("lnorm benchmark: did not start 3 members that would not finish within the time "
+          "limit of 20 s, with 3 members of this command left to train.") in captured.err
+  calls.clear()
+  assert cli.main(argv) == 0  # Without a limit, the rest.
+  assert calls == ["norm=ln,seed=1", "norm=none,seed=2", "norm=ln,seed=2"]
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -129,7 +129,7 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
           bench.collect(plan, records)
           continue
         failed += [f"{plan.experiment.name}/{name}"
-                   for name in bench.run(plan, records, args.parallel, signals)]
+                   for name in bench.run(plan, records, args.parallel, signals, limit)]
     except Interrupted:
       if not limit.expired:
         raise
@@ -158,9 +158,13 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     print(f"Failed members: {', '.join(failed)} (rerun the command to retry them).")
     status = 1
   left = sum(len(m) for m in report.missing.values())
-  if limit.expired and left:
-    print(f"lnorm benchmark: stopped at the time limit of {args.time_limit:g} s with "
-          f"{left} member{'s' if left != 1 else ''} of this command left to train. Rerun "
+  if (limit.expired or limit.deferred) and left:
+    count = len(limit.deferred)
+    why = (f"stopped at the time limit of {args.time_limit:g} s" if limit.expired else
+           f"did not start {count} member{'s' if count != 1 else ''} that would not finish "
+           f"within the time limit of {args.time_limit:g} s")
+    print(f"lnorm benchmark: {why}, with {left} member{'s' if left != 1 else ''} of this "
+          "command left to train. Rerun "
           "the same command to resume (a member stopped mid-run resumes from its "
           f"checkpoint under {args.workdir}, where that folder is kept; else it starts "
           "again).", file=sys.stderr)

@@ -41,6 +41,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import tomllib
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -637,10 +638,12 @@ def unfinished(plan: Plan, records: str) -> list[suite.Member]:
 
 
 def run(plan: Plan, records: str, parallel: int = 1,
-        signals: runner.StopSignals | None = None) -> list[str]:
+        signals: runner.StopSignals | None = None,
+        limit: "TimeLimit | None" = None) -> list[str]:
   """Runs (or resumes) one experiment's members and saves the finished ones' records;
   returns the members that failed. ``signals``: the command's (``runner.stop_signals``),
-  which its sweeps share.
+  which its sweeps share. ``limit``: the command's time limit, before which a member is
+  started only if its group's records say it can finish (:func:`expected_seconds`).
 
   Members with records are restored into their workdirs first, so the runner skips
   them; the records are saved even when the sweep is interrupted (on SIGTERM without
@@ -664,6 +667,14 @@ def run(plan: Plan, records: str, parallel: int = 1,
   try:
     for members in filter(None, batches):
       group = members[0].group
+      expected = expected_seconds(plan, records, members[0])
+      if limit is not None and not limit.fits(expected):
+        limit.deferred += [f"{plan.experiment.name}/{m.name}" for m in members]
+        print(f"[benchmark {plan.experiment.name}] {', '.join(m.name for m in members)} "
+              f"not started: {limit.left():.0f} s left before the time limit, and its "
+              f"group's members took up to {expected:.0f} s (the next chunk runs it)",
+              flush=True)
+        continue
       summary = runner.run_sweep(plan.setting.config, seed_space(members),
                                  plan.group_workdir(group), plan.group_overrides(members[0]),
                                  parallel=parallel, figures=False,
@@ -676,6 +687,28 @@ def run(plan: Plan, records: str, parallel: int = 1,
   finally:
     collect(plan, records, search=not signals.received)
   return failed
+
+
+def expected_seconds(plan: Plan, records: str, member: suite.Member) -> float | None:
+  """The longest wall time (``time/wall_seconds`` at the run's end: start, data,
+  compilation, training and evaluation) that the recorded members of ``member``'s
+  group (its variant and normalizer, any seed) took; None before one is recorded."""
+  folder = os.path.dirname(plan.record_dir(records, member))
+  if not os.path.isdir(folder):
+    return None
+  found = []
+  for name in os.listdir(folder):
+    if not name.startswith(f"{member.group},seed="):
+      continue
+    try:
+      run_ = runs_lib.read_finished_run(os.path.join(folder, name), name)
+    except runs_lib.DamagedRunError:
+      continue  # The report names it.
+    known = [p[runs_lib.WALL_SECONDS_KEY] for p in run_.points
+             if p.get(runs_lib.WALL_SECONDS_KEY) is not None]
+    if known:
+      found.append(known[-1])
+  return max(found) if found else None
 
 
 def run_order(plans_: Sequence[Plan]) -> list[Plan]:
@@ -715,21 +748,30 @@ class TimeLimit:
   command resumes: a member stopped mid-run from its checkpoint in the workdir,
   where the workdir is kept (else it starts again).
 
-  ``timer``: what calls :meth:`expire` after the seconds (``threading.Timer``'s
-  signature); a test passes its own."""
+  Before the limit, a member is started only when the time left can hold it, as long
+  as its group's records took (:meth:`fits`); one that cannot waits for the next
+  chunk (:attr:`deferred`), rather than start and be stopped: where the workdir is not
+  kept, a stopped member starts again.
 
-  def __init__(self, seconds: float | None, timer=threading.Timer):
+  ``timer``: what calls :meth:`expire` after the seconds (``threading.Timer``'s
+  signature), and ``clock`` the seconds it counts in; a test passes its own."""
+
+  def __init__(self, seconds: float | None, timer=threading.Timer, clock=time.monotonic):
     if seconds is not None and seconds <= 0:
       raise UserError(f"--time-limit {seconds:g}: give the seconds the command may train, "
                       "more than 0.")
-    self.seconds, self._make_timer = seconds, timer
+    self.seconds, self._make_timer, self._clock = seconds, timer, clock
+    self._deadline = math.inf
     self.expired = False
+    #: The members not started because the time left could not hold them.
+    self.deferred: list[str] = []
     self._armed = False
     self._lock = threading.Lock()
     self._timer = None
 
   def __enter__(self) -> "TimeLimit":
     if self.seconds is not None:
+      self._deadline = self._clock() + self.seconds
       self._armed = True
       self._timer = self._make_timer(self.seconds, self.expire)
       self._timer.daemon = True
@@ -742,6 +784,15 @@ class TimeLimit:
     if self._timer is not None:
       self._timer.cancel()
     return False
+
+  def left(self) -> float:
+    """The seconds left before the limit (infinite without one)."""
+    return self._deadline - self._clock()
+
+  def fits(self, seconds: float | None) -> bool:
+    """Whether a member expected to take ``seconds`` can finish before the limit; one
+    whose time is not known yet (None) is started."""
+    return seconds is None or seconds <= self.left()
 
   def expire(self) -> None:
     """The limit is reached: SIGTERM to this process, once, while armed."""
