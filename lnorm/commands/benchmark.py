@@ -164,10 +164,9 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
            f"did not start {count} member{'s' if count != 1 else ''} that would not finish "
            f"within the time limit of {args.time_limit:g} s")
     print(f"lnorm benchmark: {why}, with {left} member{'s' if left != 1 else ''} of this "
-          "command left to train. Rerun "
-          "the same command to resume (a member stopped mid-run resumes from its "
-          f"checkpoint under {args.workdir}, where that folder is kept; else it starts "
-          "again).", file=sys.stderr)
+          "command left to train. Rerun the same command to resume (a member stopped "
+          f"mid-run resumes from its checkpoint under {args.workdir}, where that folder is "
+          "kept; else it starts again).", file=sys.stderr)
     status = status or TIME_LIMIT_EXIT_CODE
   if report.damaged:
     print(f"lnorm benchmark: {len(report.damaged)} damaged record"

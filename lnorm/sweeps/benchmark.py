@@ -639,7 +639,7 @@ def unfinished(plan: Plan, records: str) -> list[suite.Member]:
 
 def run(plan: Plan, records: str, parallel: int = 1,
         signals: runner.StopSignals | None = None,
-        limit: "TimeLimit | None" = None) -> list[str]:
+        limit: TimeLimit | None = None) -> list[str]:
   """Runs (or resumes) one experiment's members and saves the finished ones' records;
   returns the members that failed. ``signals``: the command's (``runner.stop_signals``),
   which its sweeps share. ``limit``: the command's time limit, before which a member is
@@ -721,11 +721,14 @@ def run_order(plans_: Sequence[Plan]) -> list[Plan]:
   for p in plans_:
     first = p.setting.run_first
     by_rank: dict[float, list[suite.Member]] = {}
+    group_rank: dict[str, float] = {}  # A claim's sides are groups: seeds alike.
     for m in p.members if first else ():
-      rank = min((first[c.key] for c in p.experiment.claims_at(p.scale)
-                  if c.key in first and _is_side(c, p.member_config(m, {}))),
-                 default=math.inf)
-      by_rank.setdefault(rank, []).append(m)
+      if m.group not in group_rank:
+        config = p.member_config(m, {})
+        group_rank[m.group] = min((first[c.key] for c in p.experiment.claims_at(p.scale)
+                                   if c.key in first and _is_side(c, config)),
+                                  default=math.inf)
+      by_rank.setdefault(group_rank[m.group], []).append(m)
     if not first:
       by_rank[math.inf] = list(p.members)
     for rank, members in by_rank.items():
