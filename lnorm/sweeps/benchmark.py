@@ -667,8 +667,10 @@ def run(plan: Plan, records: str, parallel: int = 1,
   try:
     for members in filter(None, batches):
       group = members[0].group
-      expected = expected_seconds(plan, records, members[0])
-      if limit is not None and not limit.fits(expected):
+      # Only under a limit: reading the group's records costs a command without one.
+      expected = (expected_seconds(plan, records, members[0])
+                  if limit is not None and limit.seconds is not None else None)
+      if not (limit is None or limit.fits(expected)):
         limit.deferred += [f"{plan.experiment.name}/{m.name}" for m in members]
         print(f"[benchmark {plan.experiment.name}] {', '.join(m.name for m in members)} "
               f"not started: {limit.left():.0f} s left before the time limit, and its "
