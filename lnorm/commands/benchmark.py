@@ -95,6 +95,7 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     raise UserError(f"--time-limit limits training, and --"
                     f"{'report-only' if args.report_only else 'print-commands'} trains "
                     "nothing: leave one of them out.")
+  limit = bench.TimeLimit(args.time_limit)  # Checked here; its clock starts with training.
   experiments = suite.select_experiments(args.experiments)
   seeds = suite.parse_seeds(args.seeds)
   norms = suite.parse_norms(args.norms, experiments, args.scale)
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   # SIGTERM (a preemption) stops the members running, saves what finished, and exits
   # with 130 before the next member starts; the same command resumes. The time limit
   # stops it the same way, and the report follows.
-  with runner.stop_signals() as signals, bench.TimeLimit(args.time_limit) as limit:
+  with runner.stop_signals() as signals, limit:
     try:
       for plan in plans if args.report_only else bench.run_order(plans):
         signals.check(": the benchmark saved the records of its finished members. Rerun "
