@@ -5,6 +5,8 @@ the check that docs/results.md shows what the committed records give."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import glob
 import gzip
 import io
 import json
@@ -414,6 +416,28 @@ def test_results_md_shows_what_the_committed_records_give(monkeypatch):
   assert shown == expected
 
 
+def test_results_md_shows_the_gpu_records_or_that_every_gpu_verdict_awaits_a_run(
+    monkeypatch):
+  """The GPU section of docs/results.md: the report of the device's committed gpu-scale
+  records (results/gpu/<device>/benchmark/), or, while no device has any, the line
+  that says every verdict there awaits a run."""
+  monkeypatch.chdir(REPO)
+  with open(os.path.join(REPO, "docs", "results.md")) as f:
+    text = f.read()
+  shown = bench.between_markers(text, "gpu")
+  assert shown is not None, "docs/results.md has no gpu benchmark markers"
+  assert bench.between_markers(text, "cpu") != shown
+  folders = sorted(p for p in glob.glob(os.path.join("results", "gpu", "*",
+                                                     bench.GPU_RECORDS_FOLDER))
+                   if os.listdir(p))
+  if not folders:
+    assert shown == "No GPU records yet: every claim at the gpu scale is not run yet.\n"
+    return
+  (records,) = folders  # The section is one device's.
+  plans = bench.plans(list(suite.SUITE), "gpu", "runs/benchmark", records=records)
+  assert shown == bench.build_report(plans, records, "gpu").markdown()
+
+
 # --- the command -----------------------------------------------------------------------------
 
 
@@ -642,3 +666,197 @@ def test_the_readers_claims_are_at_the_papers_gain_and_compare_the_gains():
   names = [m.name for m in suite.members([e], "cpu", seeds=[1])]
   assert names == ["norm=none,seed=1", "norm=ln,seed=1", "norm=rms,seed=1", "norm=bn,seed=1",
                    "norm_options.ln.scale_init=0.1,norm=ln,seed=1"]
+
+
+# --- the gpu scale: chunks that fit a short allocation ----------------------------------------
+
+#: The toy suite with a gpu setting: one claim, whose members train first there.
+TOY_GPU = dataclasses.replace(TOY, scales={
+    **TOY.scales, "gpu": suite.Setting("configs/perm_mnist.py:smoke=true",
+                                       {"eval_every_steps": "5"}, run_first={"toy": 1})})
+
+
+class _Timer:
+  """Stands in for threading.Timer: it never fires by itself; the test fires it."""
+
+  def __init__(self, seconds, callback):
+    self.seconds, self.fire = seconds, callback
+    self.daemon = self.started = self.cancelled = False
+
+  def start(self):
+    self.started = True
+
+  def cancel(self):
+    self.cancelled = True
+
+
+@pytest.fixture
+def toy_gpu_command(tmp_path, monkeypatch):
+  """The command line of the toy suite at the gpu scale, members trained by the
+  stand-in (no JAX); ``timers`` holds each --time-limit's timer, ``calls`` each
+  member trained, ``at_call`` (when set) the call during which the timer fires: that
+  member stops half-way, as one does on SIGTERM."""
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  monkeypatch.setattr(suite, "SUITE", (TOY_GPU,))
+  monkeypatch.setitem(suite.BY_NAME, "perm_mnist", TOY_GPU)
+  timers, calls, at_call = [], [], []
+  monkeypatch.setattr(bench, "TimeLimit", functools.partial(
+      bench.TimeLimit, timer=lambda seconds, fire: timers.append(_Timer(seconds, fire))
+      or timers[-1], clock=lambda: 0.0))  # No time passes but the test's.
+  finished = _fake_train(calls)
+
+  def run_member(config_spec, member, extra, sweep_name, stream, signals):
+    outcome = finished(config_spec, member, extra, sweep_name, stream, signals)
+    if at_call and len(calls) == at_call[0]:
+      timers[-1].fire()  # The limit: a SIGTERM to the command, passed to this member.
+      assert signals.received == "SIGTERM"
+      path = os.path.join(member.workdir, "metrics.jsonl")
+      with open(path) as f:
+        lines = f.readlines()
+      with open(path, "w") as f:
+        f.writelines(lines[:3])  # It saved a checkpoint half-way and exited.
+      return runner.Outcome(member, "interrupted", 0.0, runner.INTERRUPTED_CODE)
+    return outcome
+
+  monkeypatch.setattr(runner, "_run_member", run_member)
+  records = str(tmp_path / "records")
+  argv = ["benchmark", "--scale", "gpu", "--records", records, "--seeds", "0-2",
+          "--workdir", str(tmp_path / "runs"), "--no-wandb"]
+  return argv, records, timers, calls, at_call
+
+
+def _recorded(records):
+  folder = os.path.join(records, "perm_mnist")
+  return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+
+
+def test_a_time_limit_stops_cleanly_and_the_same_command_resumes(toy_gpu_command, capsys):
+  argv, records, timers, calls, at_call = toy_gpu_command
+  at_call.append(3)  # The limit strikes during the third member.
+  assert cli.main(argv + ["--time-limit", "90"]) == 75
+  (timer,) = timers
+  assert (timer.seconds, timer.started, timer.cancelled) == (90, True, True)
+  # Two members finished and keep their records; the third stopped, nothing after it.
+  assert calls == ["norm=none,seed=0", "norm=ln,seed=0", "norm=none,seed=1"]
+  assert _recorded(records) == ["norm=ln,seed=0", "norm=none,seed=0"]
+  captured = capsys.readouterr()
+  assert "Members with records: perm_mnist 2/6." in captured.out  # The report follows.
+  assert ("lnorm benchmark: stopped at the time limit of 90 s, with 4 members of this "
+          "command left to train. Rerun the same command to resume") in captured.err
+  # The same command resumes: the stopped member first, from its workdir, then the rest.
+  at_call.clear()
+  calls.clear()
+  assert cli.main(argv + ["--time-limit", "90"]) == 0
+  assert calls == ["norm=none,seed=1", "norm=ln,seed=1", "norm=none,seed=2", "norm=ln,seed=2"]
+  assert len(_recorded(records)) == 6
+  assert "stopped at the time limit" not in capsys.readouterr().err
+
+
+def test_a_limit_that_expires_after_the_last_member_changes_nothing(toy_gpu_command, capsys):
+  argv, records, timers, calls, at_call = toy_gpu_command
+  at_call.append(6)  # The last member: it stops, and is the one left.
+  assert cli.main(argv + ["--time-limit", "3600"]) == 75
+  assert len(_recorded(records)) == 5
+  at_call.clear()
+  assert cli.main(argv + ["--time-limit", "3600"]) == 0
+  timers[-1].fire()  # After the command: disarmed, no SIGTERM reaches this process.
+  assert len(_recorded(records)) == 6
+
+
+def test_a_member_the_time_left_cannot_hold_waits_for_the_next_chunk(toy_gpu_command,
+                                                                   monkeypatch, capsys):
+  """Before the limit, a member starts only if its group's records say it finishes:
+  one stopped at the limit would start again where the workdir is not kept."""
+  argv, records, _, calls, _ = toy_gpu_command
+  assert cli.main(argv + ["--seeds", "0"]) == 0  # none/0 took 14 s of wall time, ln/0 28.
+  calls.clear()
+  frozen = functools.partial(bench.TimeLimit, timer=lambda seconds, fire: _Timer(
+      seconds, fire), clock=lambda: 1000.0)  # The clock stands still: 20 s are left.
+  monkeypatch.setattr(bench, "TimeLimit", frozen)
+  assert cli.main(argv + ["--time-limit", "20"]) == 75
+  # none/1 fits (14 s); then its 28 s make none/2 wait too, and LN's 28 s every LN seed.
+  assert calls == ["norm=none,seed=1"]
+  captured = capsys.readouterr()
+  assert ("[benchmark perm_mnist] norm=ln,seed=1 not started: 20 s left before the time "
+          "limit, and its group's members took up to 28 s") in captured.out
+  assert ("lnorm benchmark: did not start 3 members that would not finish within the time "
+          "limit of 20 s, with 3 members of this command left to train.") in captured.err
+  calls.clear()
+  assert cli.main(argv) == 0  # Without a limit, the rest.
+  assert calls == ["norm=ln,seed=1", "norm=none,seed=2", "norm=ln,seed=2"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--time-limit", "0"], "--time-limit 0: give the seconds the command may train"),
+    (["--time-limit", "60", "--report-only"], "--time-limit limits training, and "
+     "--report-only trains nothing"),
+    (["--time-limit", "60", "--print-commands"], "--print-commands trains nothing"),
+])
+def test_a_time_limit_without_training_to_limit_is_refused(toy_gpu_command, capsys, extra,
+                                                          message):
+  argv, _, _, calls, _ = toy_gpu_command
+  assert cli.main(argv + extra) == 2
+  # Refused before anything else is said (where the records go, the plan).
+  assert message in capsys.readouterr().err.splitlines()[0] and calls == []
+
+
+def test_the_gpu_report_goes_between_its_own_markers(toy_gpu_command, tmp_path, capsys):
+  argv, records, _, _, _ = toy_gpu_command
+  assert cli.main(argv) == 0
+  cpu_block = "the cpu scale's report\n"
+  gpu = bench.results_block("gpu")
+  doc = tmp_path / "results.md"
+  doc.write_text(f"# Results\n\n{bench.BEGIN_MARKER}\n{cpu_block}{bench.END_MARKER}\n\n"
+                 f"## At GPU scale\n\nAwaiting a run.\n\n{gpu.begin}\nnone yet\n{gpu.end}\n"
+                 "\nAfter it.\n")
+  report = argv + ["--report-only", "--update", str(doc)]
+  assert cli.main(report) == 0
+  text = doc.read_text()
+  shown = bench.between_markers(text, "gpu")
+  assert shown in capsys.readouterr().out and "`" + bench.shown(records) + "/`" in shown
+  assert "at most 30 seeds at the gpu scale" in shown
+  assert bench.between_markers(text, "cpu") == cpu_block  # The CPU's block is untouched.
+  assert text.endswith(f"{gpu.end}\n\nAfter it.\n")
+  # A page without the gpu scale's markers is refused, naming the two lines.
+  doc.write_text(f"# Results\n\n{bench.BEGIN_MARKER}\n{cpu_block}{bench.END_MARKER}\n")
+  assert cli.main(report) == 2
+  err = capsys.readouterr().err
+  assert f"the page has no markers of the gpu scale's report; add the two lines {gpu.begin}" in err
+  assert doc.read_text().count(cpu_block) == 1
+
+
+def test_the_undecided_claims_members_train_first(tmp_path):
+  """At the gpu scale, each setting's run_first claims go first, rank by rank across
+  experiments: Figure 6 at batch 128, the reader, the Transformer's placement, then
+  perm-MNIST at batch 4 against no normalizer; then every other member."""
+  plans = bench.plans(list(suite.SUITE), "gpu", str(tmp_path), seeds=[0])
+  parts = [(p.experiment.name, [m.name for m in p.members]) for p in bench.run_order(plans)]
+  assert [(e, names[0]) for e, names in parts[:4]] == [
+      ("perm_mnist", "batch_size=128,norm=none,seed=0"),
+      ("attentive_reader", "norm=none,seed=0"),
+      ("transformer_lm", "placement=post,optimizer.warmup_steps=100,norm=ln,seed=0"),
+      ("perm_mnist", "batch_size=4,norm=none,seed=0")]
+  assert parts[0][1] == [f"batch_size=128,norm={n},seed=0" for n in ("none", "ln", "bn")]
+  assert parts[3][1] == ["batch_size=4,norm=none,seed=0", "batch_size=4,norm=ln,seed=0"]
+  assert "norm_options.ln.scale_init=0.1,norm=ln,seed=0" in parts[1][1]
+  assert "norm=rms,seed=0" not in parts[1][1]  # No claim of the reader reads RMSNorm.
+  # Every member once, and the cpu scale's order is the plans' own.
+  assert sorted(n for _, names in parts for n in names) == sorted(
+      m.name for p in plans for m in p.members)
+  cpu = bench.plans(list(suite.SUITE), "cpu", str(tmp_path), seeds=[0])
+  assert bench.run_order(cpu) == cpu
+
+
+def test_a_gpus_records_go_to_its_own_folder(monkeypatch):
+  monkeypatch.chdir(REPO)
+  monkeypatch.setattr(bench, "accelerator", lambda: "NVIDIA H100 80GB HBM3")
+  assert bench.records_root("gpu") == os.path.join(
+      REPO, "results", "gpu", "nvidia-h100-80gb-hbm3", "benchmark")
+  assert bench.records_root("cpu") == os.path.join(REPO, "results", "cpu")
+
+
+def test_a_machine_without_a_gpu_has_no_gpu_records_folder():
+  # This machine's JAX runs on the CPU (asked in a child process, as on a GPU).
+  with pytest.raises(UserError, match=r"--scale gpu records a GPU's members under "
+                     r"results/gpu/<device>/benchmark, and JAX here runs on cpu \(cpu\)"):
+    bench.accelerator()

@@ -223,7 +223,7 @@ def test_the_report_refuses_a_page_without_markers():
 
 @pytest.mark.slow
 def test_run_sh_rehearses_every_phase(tmp_path):
-  """The whole rehearsal: a fresh venv built offline, the install, the four phases."""
+  """The whole rehearsal: a fresh venv built offline, the install, the five phases."""
   prepared = os.path.join(REPO, "gpu_prepared")
   # The image the rehearsal copies is the Python running the tests (the one with JAX),
   # whether or not its virtual environment is activated.
@@ -259,6 +259,13 @@ def test_run_sh_rehearses_every_phase(tmp_path):
   assert f"### GPU check records in {out} (rehearsal: toy sizes)" in tables
   assert "#### Train steps at the configs' sizes" in tables and "Claims, each judged" in tables
   assert json.loads((out / "device.json").read_text())["toy"]
+  # The benchmark phase: a chunk of the gpu scale at toy sizes, under its time limit,
+  # its records in $OUT/benchmark as the benchmark's records.
+  assert "== phase benchmark (limit 60 s)" in done.stdout
+  assert "== phase benchmark: exit code 0" in done.stdout
+  member = out / "benchmark" / "perm_mnist" / "batch_size=128,norm=ln,seed=0"
+  assert json.loads((member / "config.json").read_text())["config"]["max_steps"] == 6
+  assert "at most 30 seeds at the gpu scale" in done.stdout
 
 
 # --- prepare.sh without network --------------------------------------------------------

@@ -127,9 +127,14 @@ def test_a_spec_refuses_another_experiments_figure_or_published_value():
 
 
 def test_a_spec_refuses_an_unknown_scale():
-  with pytest.raises(ValueError, match="unknown scales.*gpu"):
-    _spec(scales={"gpu": specs.Setting("configs/toy.py", {})})
+  with pytest.raises(ValueError, match="unknown scales.*tpu.*the scales: cpu, gpu, paper"):
+    _spec(scales={"tpu": specs.Setting("configs/toy.py", {})})
   _spec(scales={"cpu": specs.Setting("configs/toy.py", {})})  # A subset is fine.
+
+
+def test_a_spec_refuses_to_run_first_what_is_not_a_claim_of_that_scale():
+  with pytest.raises(ValueError, match="run_first at scale gpu names toy_typo, not claims"):
+    _spec(scales={"gpu": specs.Setting("configs/toy.py", {}, run_first={"toy_typo": 1})})
 
 
 def test_every_experiment_is_given_at_every_scale():
@@ -190,6 +195,23 @@ MEMBER_HASHES = {
     ("transformer_lm", "paper", 2): "3eb6dffcf7ecd4cd",
     ("transformer_lm", "paper", 3): "fd50c9f119ba1b1e",
     ("transformer_lm", "paper", 4): "9c51435e07f361b0",
+    # The gpu scale (issue 60), pinned before any of its records was made.
+    ("perm_mnist", "gpu", 0): "2e215fa5194fa527",
+    ("perm_mnist", "gpu", 1): "b83e9a36453760ef",
+    ("order_embeddings", "gpu", 0): "aaf9d24efd81ae3f",
+    ("bln_imdb", "gpu", 0): "34f74e7023e26467",
+    ("bln_cifar", "gpu", 0): "cb81a33ec5e42644",
+    ("bln_cifar", "gpu", 1): "721bd4ac3c86e58c",
+    ("skip_thoughts", "gpu", 0): "1e0483cfcd1840dc",
+    ("handwriting", "gpu", 0): "1a4da3187426afbf",
+    ("draw", "gpu", 0): "27260ef1786880f5",
+    ("attentive_reader", "gpu", 0): "04578de2097081e3",
+    ("attentive_reader", "gpu", 1): "757860030d1be08d",
+    ("transformer_lm", "gpu", 0): "ca51e7d779125c2a",
+    ("transformer_lm", "gpu", 1): "ed6cbefe0e02b39e",
+    ("transformer_lm", "gpu", 2): "6d9ab3fdfc04e1f2",
+    ("transformer_lm", "gpu", 3): "2a7046521d44e7e4",
+    ("transformer_lm", "gpu", 4): "6bc7aaf85c55c87d",
 }
 
 #: The same under rule version 2, which hashed the rule, the claims and the pilot's

@@ -280,6 +280,8 @@ class Evidence:
   needed: int | None = None
   notes: list[str] = dataclasses.field(default_factory=list)
   speed: speed_lib.SpeedResult | None = None
+  #: The scale whose records these are: its seed cap (rule.seed_cap) bounds the plan.
+  scale: str = "cpu"
 
   @property
   def p(self) -> float | None:
@@ -331,20 +333,22 @@ def _gate(ev: Evidence, cell: Sequence[Run], ours: Sequence[Run], theirs: Sequen
 
 
 def judge(runs: Sequence[Run], experiment: str, claim: Claim, metric: str,
-          timings: Sequence[Mapping] = ()) -> Evidence:
-  """The evidence on ``claim`` from the finished runs of ``experiment``; a step_time
-  claim's from its dedicated timing among ``timings`` (``timing.load``): the members'
-  logged times measure the machine's load."""
+          timings: Sequence[Mapping] = (), scale: str = "cpu") -> Evidence:
+  """The evidence on ``claim`` from the finished runs of ``experiment`` at ``scale``
+  (whose seed cap bounds the seeds it plans); a step_time claim's from its dedicated
+  timing among ``timings`` (``timing.load``): the members' logged times measure the
+  machine's load."""
   if claim.kind == "step_time":
     found = timing_lib.evidence(claim, timings)
-    ev = Evidence(claim, timing_lib.METRIC, found.verdict, found.why, notes=found.notes)
+    ev = Evidence(claim, timing_lib.METRIC, found.verdict, found.why, notes=found.notes,
+                  scale=scale)
     if not found.verdict:
       # The sign test's p at any point (RatioEstimate.p_value) makes the same
       # hypotheses, in the same family, as every other claim's.
       ev.estimate, ev.seeds = found.estimate, found.estimate.n
       ev.hypotheses = _hypotheses(claim, found.estimate)
     return ev
-  ev = Evidence(claim, metric)
+  ev = Evidence(claim, metric, scale=scale)
   finished = finished_runs(runs, experiment)
   ours = side_runs(finished, claim.where, claim.field, claim.norm)
   theirs = side_runs(finished, claim.where, claim.field, claim.against)
@@ -490,8 +494,7 @@ def _need_text(ev: Evidence) -> str:
               f"effect ({ev.claim.effect:.2f})")
     return f"over {inference.MAX_NAMED_SEEDS} seeds needed"
   if ev.needed > ev.seeds:
-    cap = f", over the CPU cap of {rule.SEED_CAP}" if ev.needed > rule.SEED_CAP else ""
-    return f"{ev.needed} seeds needed ({ev.seeds} run{cap})"
+    return f"{ev.needed} seeds needed ({ev.seeds} run{over_cap_text(ev.needed, ev.scale)})"
   return ""
 
 
@@ -531,12 +534,19 @@ def exploratory_text(ev: Evidence) -> str:
   return f"{ev.why}; {tests} (not adjusted)"
 
 
+def over_cap_text(needed: int, scale: str) -> str:
+  """``, over the gpu scale's cap of 30`` where ``needed`` seeds are more than the
+  scale's cap (rule.seed_cap), else nothing."""
+  cap = rule.seed_cap(scale)
+  return f", over the {scale} scale's cap of {cap}" if needed > cap else ""
+
+
 def planned_seeds(ev: Evidence, pilot: int) -> int:
   """Seeds by power: the seeds the claim needs to detect its minimum effect (at least
-  the pilot's, at most rule.SEED_CAP); the pilot's alone when the need is over the cap
-  or cannot be met (more seeds would not change the verdict), or when the verdict
-  needs no test."""
-  if not ev.hypotheses or ev.needed is None or ev.needed > rule.SEED_CAP:
+  the pilot's, at most the cap of the evidence's scale, rule.seed_cap); the pilot's
+  alone when the need is over the cap or cannot be met (more seeds would not change
+  the verdict), or when the verdict needs no test."""
+  if not ev.hypotheses or ev.needed is None or ev.needed > rule.seed_cap(ev.scale):
     return pilot
   return max(pilot, ev.needed)
 

@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import types
 from typing import Any, Mapping
 
 VERSION = 3
@@ -36,10 +37,12 @@ QUICK_PILOT_SEEDS = 5
 QUICK_MINUTES = 5.0
 #: Seeds by power: enough to detect the claim's minimum effect with this power, at
 #: this two-sided level per claim (ALPHA over the claims the suite plans to judge,
-#: Bonferroni: the strictest step of Holm's adjustment), up to SEED_CAP on a CPU.
+#: Bonferroni: the strictest step of Holm's adjustment), up to the scale's cap
+#: (:func:`seed_cap`): 10 where a member takes a CPU core for minutes, 30 on a GPU,
+#: whose members take a fraction of that; the papers' settings, hours a member, 10.
 POWER = 0.8
 PLANNED_CLAIMS = 30
-SEED_CAP = 10
+SEED_CAPS = types.MappingProxyType({"cpu": 10, "gpu": 30, "paper": 10})
 #: The speed statistic's levels: the baseline's smoothed mean curve at these
 #: fractions of its run (its best value up to there).
 LEVEL_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
@@ -135,6 +138,15 @@ class Claim:
 
 
 
+def seed_cap(scale: str) -> int:
+  """The most seeds the power rule plans for a claim at ``scale`` (:data:`SEED_CAPS`)."""
+  try:
+    return SEED_CAPS[scale]
+  except KeyError:
+    raise ValueError(f"no seed cap for scale {scale!r}; the rule's scales: "
+                     f"{', '.join(SEED_CAPS)}") from None
+
+
 def planning_alpha() -> float:
   return ALPHA / PLANNED_CLAIMS
 
@@ -168,7 +180,7 @@ def parameters() -> dict[str, Any]:
                "pilot where one does not record it",
       "judged_seeds": "the pilot and the plan from the pilot alone; later seeds exploratory",
       "power": POWER, "power_tails": "nct sf of both tails",
-      "planned_claims": PLANNED_CLAIMS, "seed_cap": SEED_CAP,
+      "planned_claims": PLANNED_CLAIMS, "seed_caps": dict(SEED_CAPS),
       "level_fractions": list(LEVEL_FRACTIONS), "smoothing": "mean of 3 neighbours",
       "speed_min_saving": SPEED_MIN_SAVING, "final_min_difference": FINAL_MIN_DIFFERENCE,
       "final_value": FINAL_VALUE,

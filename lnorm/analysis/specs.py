@@ -18,15 +18,21 @@ no experiment: a spec imports it.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import importlib
+import math
 from typing import Any, Mapping, Sequence
 
 from lnorm.analysis.rule import Claim
+from lnorm.training import defaults
 from lnorm.training import experiments as registry
 
-#: The scales every experiment's benchmark settings are given at.
-SCALES = ("cpu", "paper")
+#: The scales every experiment's benchmark settings are given at: ``cpu``, a member on
+#: one CPU core; ``gpu``, sized from the measured H100 steps so that every claim can
+#: be decided, run in chunks that fit a short allocation (``--time-limit``);
+#: ``paper``, the papers' own settings.
+SCALES = ("cpu", "gpu", "paper")
 #: The normalizers every experiment is run with.
 CORE_NORMS = ("none", "ln", "rms")
 #: The successors of LN reported beside the claim grid where a run is cheap (their own
@@ -57,12 +63,18 @@ class Setting:
   ``claims``: this scale's claims where its settings change what a claim compares
   (the Transformer's warm-up is 100 updates at the CPU scale, 4,000 at the paper's);
   None: the experiment's.
+  ``run_first``: claims (by key) whose members the suite trains before every other
+  member, by rank (1 first, across experiments; then the rest in the registry's
+  order): at the gpu scale, the claims the cpu scale left undecided, so that the
+  first short allocations go to them. It changes the order, never what a member
+  trains (no hash covers it).
   """
   config: str
   overrides: Mapping[str, str]
   variants: tuple[Mapping[str, str], ...] = ({},)
   variant_norms: tuple[tuple[str, ...], ...] = ()
   claims: tuple[Claim, ...] | None = None
+  run_first: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
     if self.variant_norms and len(self.variant_norms) != len(self.variants):
@@ -201,6 +213,11 @@ class ExperimentSpec:
       raise ValueError(f"spec {self.name!r} gives unknown scales {unknown}; the "
                        f"scales: {', '.join(SCALES)}")
     for scale, setting in self.scales.items():
+      keys = {c.key for c in (self.claims if setting.claims is None else setting.claims)}
+      stray = sorted(set(setting.run_first) - keys)
+      if stray:
+        raise ValueError(f"spec {self.name!r}: run_first at scale {scale} names "
+                         f"{', '.join(stray)}, not claims of that scale")
       names = [tuple(self.variant_name(v).items()) for v in setting.variants]
       if len(set(names)) < len(names):
         raise ValueError(f"spec {self.name!r}: two variants at scale {scale} have the "
@@ -229,6 +246,55 @@ def in_registry_order(declared: Mapping[str, ExperimentSpec],
 
 
 # --- pieces several experiments share ----------------------------------------------------
+
+
+#: The gpu scale's validations: geometric points, this many per decade of updates
+#: (``eval_points_per_decade``: successive points 10^(1/30) = 1.080 apart, a log-width
+#: of 0.077), so that the speed statistic's grid floor, the mean log-width of the
+#: evaluation brackets its crossings lie in, stays below the rule's margin of
+#: log(1/0.9) = 0.105 (the cpu scale's grids gave floors of 0.14 to 0.45).
+GPU_POINTS_PER_DECADE = 30
+#: From this share of a run on, every evaluation bracket of a gpu setting is narrower
+#: than its speed claims' margin (tests/test_gpu_scale.py checks it from each
+#: setting's schedule). A crossing earlier than that is of a normalizer that reaches
+#: the baseline's first level (its best by a quarter of its run) over ten times as
+#: fast, an effect many margins wide.
+DENSE_FROM = 0.02
+
+
+def dense_evaluations(points_per_decade: int = GPU_POINTS_PER_DECADE) -> dict[str, str]:
+  """The overrides of a gpu setting's evaluation schedule: the geometric points
+  alone, none every N updates (which would add nothing where the points are denser
+  and cost evaluations where they are not)."""
+  return {"eval_points_per_decade": str(points_per_decade), "eval_every_steps": "0"}
+
+
+def evaluation_points(last: int, every: int = 0, points_per_decade: int = 0) -> list[int]:
+  """The updates a run of ``last`` updates evaluates at or just after: every ``every``
+  updates, the geometric points (``defaults.geometric_steps``) and its last update."""
+  points = set(defaults.geometric_steps(points_per_decade, last))
+  if every:
+    points.update(range(every, last + 1, every))
+  return sorted(points | {last})
+
+
+def widest_bracket(points: Sequence[int], steps_per_call: int, start: int) -> float:
+  """The widest log-width, log(b / a), that a bracket of two successive evaluations
+  a < b with a >= ``start`` can have, where a run evaluates at the first call
+  boundary at or after each of ``points`` (calls of ``steps_per_call`` updates; an
+  epoch's end ends a call too) and at the run's end, the last of ``points``.
+
+  Whatever the epochs' length: the evaluation of a point p lies in
+  [p, p + steps_per_call - 1], so for the first point p_k after a, b is at most
+  p_k + steps_per_call - 1, and a is at least the point before it (or ``start``)."""
+  points = sorted(set(points))
+  later = bisect.bisect_right(points, start)
+  widest, previous = 0.0, start
+  for k in range(later, len(points)):
+    slack = 0 if k == len(points) - 1 else steps_per_call - 1  # The run's end is exact.
+    widest = max(widest, math.log((points[k] + slack) / previous))
+    previous = points[k]
+  return widest
 
 
 def steps_per_call(batch_size: int, examples_per_call: int) -> int:

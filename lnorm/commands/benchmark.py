@@ -5,6 +5,7 @@ uncertainty, and a verdict per claim (docs/benchmark.md).
   lnorm benchmark --experiments perm_mnist --seeds 0-4 --parallel 2
   lnorm benchmark --norms none,my_pkg.norms:CenteredRMS --experiments bln_cifar
   lnorm benchmark --scale paper --print-commands > commands.txt   # a SLURM job array
+  lnorm benchmark --scale gpu --time-limit 400      # a chunk of a short allocation
   lnorm benchmark --report-only --update docs/results.md --figures docs/figures/benchmark
 """
 
@@ -14,8 +15,12 @@ import argparse
 import os
 import sys
 
-from lnorm.errors import UserError
+from lnorm.errors import Interrupted, UserError
 from lnorm.sweeps import benchmark_suite as suite
+
+#: The exit status of a command stopped by --time-limit with members left to train
+#: (EX_TEMPFAIL: "try again later"): the same command resumes.
+TIME_LIMIT_EXIT_CODE = 75
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,8 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="Only the variants with these values, e.g. batch_size=128 (the "
                       "paper scale of perm_mnist runs batch sizes 128 and 4).")
   parser.add_argument("--scale", default="cpu", choices=suite.SCALES,
-                      help="cpu (default): settings for one CPU core a run; paper: the "
-                      "papers' settings, for a GPU.")
+                      help="cpu (default): settings for one CPU core a run; gpu: sized for "
+                      "a GPU so that every claim can be decided, records under "
+                      "results/gpu/<device>/benchmark; paper: the papers' settings.")
   parser.add_argument("--parallel", type=int, default=1, metavar="N",
                       help="Run N seeds of a normalizer at once (default 1: one member "
                       "at a time, seed by seed).")
@@ -51,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "outside a checkout, everything there. A member with records there "
                       "counts as finished; a record of another config is never "
                       "overwritten.")
+  parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                      help="Stop training after SECONDS, as a SIGTERM would: the members "
+                      "running save a checkpoint, the finished ones' records are kept, "
+                      "the report is printed, and the command exits with 75. The same "
+                      "command resumes (a stopped member from its checkpoint under "
+                      "--workdir, if that folder is kept; else from its start).")
   parser.add_argument("--print-commands", action="store_true",
                       help="Print one 'lnorm train' line per member not yet finished, and "
                       "exit.")
@@ -80,6 +92,11 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   args.workdir = args.workdir or bench.DEFAULT_WORKDIR
   if args.parallel < 1:
     raise UserError(f"--parallel {args.parallel}: run at least 1 member at once.")
+  if args.time_limit is not None and (args.report_only or args.print_commands):
+    raise UserError(f"--time-limit limits training, and --"
+                    f"{'report-only' if args.report_only else 'print-commands'} trains "
+                    "nothing: leave one of them out.")
+  limit = bench.TimeLimit(args.time_limit)  # Checked here; its clock starts with training.
   experiments = suite.select_experiments(args.experiments)
   seeds = suite.parse_seeds(args.seeds)
   norms = suite.parse_norms(args.norms, experiments, args.scale)
@@ -107,16 +124,21 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     _say_where_records_go(bench, plans, records, given=bool(args.records))
   failed = []
   # SIGTERM (a preemption) stops the members running, saves what finished, and exits
-  # with 130 before the next member starts; the same command resumes.
-  with runner.stop_signals() as signals:
-    for plan in plans:
-      signals.check(": the benchmark saved the records of its finished members. Rerun "
-                    "the same command to resume.")
-      if args.report_only:
-        bench.collect(plan, records)
-        continue
-      failed += [f"{plan.experiment.name}/{name}"
-                 for name in bench.run(plan, records, args.parallel, signals)]
+  # with 130 before the next member starts; the same command resumes. The time limit
+  # stops it the same way, and the report follows.
+  with runner.stop_signals() as signals, limit:
+    try:
+      for plan in plans if args.report_only else bench.run_order(plans):
+        signals.check(": the benchmark saved the records of its finished members. Rerun "
+                      "the same command to resume.")
+        if args.report_only:
+          bench.collect(plan, records)
+          continue
+        failed += [f"{plan.experiment.name}/{name}"
+                   for name in bench.run(plan, records, args.parallel, signals, limit)]
+    except Interrupted:
+      if not limit.expired:
+        raise
   report = bench.build_report(plans, records, args.scale, args.ignore_rule_hash, seeds)
   if args.report_only and not report.records_read:
     _refuse_an_empty_report(bench, plans, records, args.records)
@@ -128,13 +150,7 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     print(f"\nDid not write the report into {args.update}: {count} damaged "
           f"record{'s' if count > 1 else ''} (listed above) left out of it.")
   elif args.update:
-    if not os.path.exists(args.update):
-      raise UserError(f"--update {args.update}: no such file.")
-    with open(args.update) as f:
-      doc = f.read()
-    with open(args.update, "w") as f:
-      f.write(bench.replace_between_markers(doc, text))
-    print(f"\nWrote the report into {args.update}.")
+    _update(bench, args.update, text, args.scale)
   if args.figures:
     paths = bench.write_figures(report, records, args.figures)
     print(f"Drew {len(paths) // 2} figures into {args.figures}.")
@@ -144,6 +160,17 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   if failed:
     print(f"Failed members: {', '.join(failed)} (rerun the command to retry them).")
     status = 1
+  left = sum(len(m) for m in report.missing.values())
+  if (limit.expired or limit.deferred) and left:
+    count = len(limit.deferred)
+    why = (f"stopped at the time limit of {args.time_limit:g} s" if limit.expired else
+           f"did not start {count} member{'s' if count != 1 else ''} that would not finish "
+           f"within the time limit of {args.time_limit:g} s")
+    print(f"lnorm benchmark: {why}, with {left} member{'s' if left != 1 else ''} of this "
+          "command left to train. Rerun the same command to resume (a member stopped "
+          f"mid-run resumes from its checkpoint under {args.workdir}, where that folder is "
+          "kept; else it starts again).", file=sys.stderr)
+    status = status or TIME_LIMIT_EXIT_CODE
   if report.damaged:
     print(f"lnorm benchmark: {len(report.damaged)} damaged record"
           f"{'s' if len(report.damaged) > 1 else ''} not judged, the first "
@@ -151,6 +178,24 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
           file=sys.stderr)
     status = 1
   return status
+
+
+def _update(bench, path: str, text: str, scale: str) -> None:
+  """Writes the report into ``path`` between the markers of ``scale``."""
+  if not os.path.exists(path):
+    raise UserError(f"--update {path}: no such file.")
+  with open(path) as f:
+    doc = f.read()
+  try:
+    updated = bench.replace_between_markers(doc, text, scale)
+  except ValueError:
+    block = bench.results_block(scale)
+    raise UserError(f"--update {path}: the page has no markers of the {scale} scale's "
+                    f"report; add the two lines {block.begin} and {block.end} where it "
+                    "goes.") from None
+  with open(path, "w") as f:
+    f.write(updated)
+  print(f"\nWrote the report into {path}.")
 
 
 def _say_where_records_go(bench, plans, records: str, given: bool) -> None:

@@ -12,7 +12,6 @@ measured against.
 from __future__ import annotations
 
 import importlib.metadata
-import re
 import subprocess
 from typing import Any
 
@@ -20,6 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from lnorm.gpucheck import timing
+from lnorm.training import environment
 from lnorm.training import throughput
 
 #: Distributions whose versions the record gives (None: not installed).
@@ -44,10 +44,9 @@ def versions() -> dict[str, str | None]:
   return out
 
 
-def device_slug(kind: str) -> str:
-  """A device kind as a folder name: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
-  slug = re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-")
-  return slug or "unknown-device"
+#: A device kind as its folder's name under results/gpu/ (one definition, shared with
+#: the benchmark's gpu records).
+device_slug = environment.device_slug
 
 
 def nvidia_smi() -> dict[str, str] | None:

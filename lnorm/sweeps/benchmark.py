@@ -37,7 +37,11 @@ import math
 import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
+import threading
+import time
 import tomllib
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -54,6 +58,7 @@ from lnorm.sweeps import benchmark_suite as suite
 from lnorm.sweeps import runner
 from lnorm.sweeps.space import SweepSpace
 from lnorm.training import defaults
+from lnorm.training import environment
 from lnorm.training.defaults import has_diverged
 from lnorm.training.run_files import BLN_SEARCH_FILE, CONFIG_FILE, METRICS_FILE
 
@@ -99,11 +104,52 @@ def _is_checkout(folder: str) -> bool:
 
 def records_root(scale: str, workdir: str = DEFAULT_WORKDIR) -> str:
   """Where the suite's own members keep their records by default: the checkout's
-  ``results/<scale>`` (:func:`checkout_root`), else, outside a checkout, beside the
-  workdir (:func:`own_records_root`)."""
+  ``results/<scale>`` (:func:`checkout_root`), at the gpu scale the GPU's own folder
+  ``results/gpu/<device>/benchmark`` (:func:`gpu_records`), else, outside a checkout,
+  beside the workdir (:func:`own_records_root`)."""
   checkout = checkout_root()
-  return (os.path.join(checkout, "results", scale) if checkout
-          else own_records_root(workdir, scale))
+  if not checkout:
+    return own_records_root(workdir, scale)
+  if scale == "gpu":
+    return gpu_records(os.path.join(checkout, "results"), accelerator())
+  return os.path.join(checkout, "results", scale)
+
+
+#: The gpu scale's records of a device, in its folder under results/gpu/.
+GPU_RECORDS_FOLDER = "benchmark"
+
+
+def gpu_records(results: str, device_kind: str) -> str:
+  """``<results>/gpu/<device>/benchmark``: a GPU's benchmark records beside the GPU
+  check's records of it, in the folder named as the check names it (NVIDIA H100 80GB
+  HBM3: ``nvidia-h100-80gb-hbm3``). Members are not comparable across devices (their
+  kernels differ), so each device keeps its own."""
+  return os.path.join(results, "gpu", environment.device_slug(device_kind),
+                      GPU_RECORDS_FOLDER)
+
+
+def accelerator() -> str:
+  """The kind of the GPU this machine's JAX runs on (``jax.devices()[0].device_kind``),
+  asked in a child process, so that this one, which runs the members, holds none of
+  the device's memory; a machine whose JAX sees no GPU is refused in one line."""
+  code = "import jax; d = jax.devices()[0]; print(d.platform); print(d.device_kind)"
+  try:
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=300, env={**os.environ,
+                                             "XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
+  except subprocess.TimeoutExpired:
+    found = None
+  lines = found.stdout.strip().splitlines() if found and found.returncode == 0 else []
+  if len(lines) < 2:
+    why = (found.stderr.strip().splitlines() or ["no output"])[-1] if found else "timed out"
+    raise UserError(f"--scale gpu: could not ask JAX which device it runs on ({why}). Give "
+                    "the records' folder with --records DIR.")
+  platform, kind = lines[-2:]
+  if platform != "gpu":
+    raise UserError(f"--scale gpu records a GPU's members under results/gpu/<device>/"
+                    f"{GPU_RECORDS_FOLDER}, and JAX here runs on {platform} ({kind}): run "
+                    "it on a GPU, or give the records' folder with --records DIR.")
+  return kind
 
 
 def own_records_root(workdir: str, scale: str) -> str:
@@ -301,7 +347,8 @@ def seed_plan(experiment: suite.Experiment, scale: str,
   rule): the pilot, five seeds where its seed-0 members took under 5 minutes of wall
   time, else (or where a seed-0 record does not show it) three; once every claim's
   pilot is recorded, as many more as the claim that needs the most asks, to detect
-  its minimum effect (at most rule.SEED_CAP, and only where that many can decide it),
+  its minimum effect (at most the scale's cap, rule.seed_cap, and only where that many
+  can decide it),
   every normalizer at that count. Planned from the pilot's seeds alone, so that the
   plan does not move as the added seeds finish: later seeds are exploratory."""
   first = [r for r in runs
@@ -315,7 +362,7 @@ def seed_plan(experiment: suite.Experiment, scale: str,
     if not all(set(pilot) <= side
                for side in claims.side_seeds(on_pilot, experiment.name, claim)):
       continue  # The pilot is not complete: nothing to plan from yet.
-    ev = claims.judge(on_pilot, experiment.name, claim, experiment.metric)
+    ev = claims.judge(on_pilot, experiment.name, claim, experiment.metric, scale=scale)
     evidence[claim.key] = ev
     count = max(count, claims.planned_seeds(ev, len(pilot)))
   return SeedPlan(minutes, pilot, tuple(range(count)), evidence, training)
@@ -591,10 +638,12 @@ def unfinished(plan: Plan, records: str) -> list[suite.Member]:
 
 
 def run(plan: Plan, records: str, parallel: int = 1,
-        signals: runner.StopSignals | None = None) -> list[str]:
+        signals: runner.StopSignals | None = None,
+        limit: TimeLimit | None = None) -> list[str]:
   """Runs (or resumes) one experiment's members and saves the finished ones' records;
   returns the members that failed. ``signals``: the command's (``runner.stop_signals``),
-  which its sweeps share.
+  which its sweeps share. ``limit``: the command's time limit, before which a member is
+  started only if its group's records say it can finish (:func:`expected_seconds`).
 
   Members with records are restored into their workdirs first, so the runner skips
   them; the records are saved even when the sweep is interrupted (on SIGTERM without
@@ -618,6 +667,16 @@ def run(plan: Plan, records: str, parallel: int = 1,
   try:
     for members in filter(None, batches):
       group = members[0].group
+      # Only under a limit: reading the group's records costs a command without one.
+      expected = (expected_seconds(plan, records, members[0])
+                  if limit is not None and limit.seconds is not None else None)
+      if not (limit is None or limit.fits(expected)):
+        limit.deferred += [f"{plan.experiment.name}/{m.name}" for m in members]
+        print(f"[benchmark {plan.experiment.name}] {', '.join(m.name for m in members)} "
+              f"not started: {limit.left():.0f} s left before the time limit, and its "
+              f"group's members took up to {expected:.0f} s (the next chunk runs it)",
+              flush=True)
+        continue
       summary = runner.run_sweep(plan.setting.config, seed_space(members),
                                  plan.group_workdir(group), plan.group_overrides(members[0]),
                                  parallel=parallel, figures=False,
@@ -630,6 +689,123 @@ def run(plan: Plan, records: str, parallel: int = 1,
   finally:
     collect(plan, records, search=not signals.received)
   return failed
+
+
+def expected_seconds(plan: Plan, records: str, member: suite.Member) -> float | None:
+  """The longest wall time (``time/wall_seconds`` at the run's end: start, data,
+  compilation, training and evaluation) that the recorded members of ``member``'s
+  group (its variant and normalizer, any seed) took; None before one is recorded."""
+  folder = os.path.dirname(plan.record_dir(records, member))
+  if not os.path.isdir(folder):
+    return None
+  found = []
+  for name in os.listdir(folder):
+    if not name.startswith(f"{member.group},seed="):
+      continue
+    try:
+      run_ = runs_lib.read_finished_run(os.path.join(folder, name), name)
+    except runs_lib.DamagedRunError:
+      continue  # The report names it.
+    known = [p[runs_lib.WALL_SECONDS_KEY] for p in run_.points
+             if p.get(runs_lib.WALL_SECONDS_KEY) is not None]
+    if known:
+      found.append(known[-1])
+  return max(found) if found else None
+
+
+def run_order(plans_: Sequence[Plan]) -> list[Plan]:
+  """The plans as the command trains them: first the members of the claims each
+  setting ranks in ``run_first`` (rank 1 of every experiment, then rank 2, ...), then
+  every other member, experiment by experiment; each part keeps its plan's
+  seed-major order. A member of several ranked claims goes with the first. The
+  report reads the plans whole: this is the order of training only."""
+  ranked: dict[float, list[Plan]] = {}
+  for p in plans_:
+    first = p.setting.run_first
+    by_rank: dict[float, list[suite.Member]] = {}
+    group_rank: dict[str, float] = {}  # A claim's sides are groups: seeds alike.
+    for m in p.members if first else ():
+      if m.group not in group_rank:
+        config = p.member_config(m, {})
+        group_rank[m.group] = min((first[c.key] for c in p.experiment.claims_at(p.scale)
+                                   if c.key in first and _is_side(c, config)),
+                                  default=math.inf)
+      by_rank.setdefault(group_rank[m.group], []).append(m)
+    if not first:
+      by_rank[math.inf] = list(p.members)
+    for rank, members in by_rank.items():
+      if members:
+        ranked.setdefault(rank, []).append(dataclasses.replace(p, members=members))
+  return [part for rank in sorted(ranked) for part in ranked[rank]]
+
+
+def _is_side(claim: suite.Claim, config: Mapping[str, Any]) -> bool:
+  """Whether a member whose flat config is ``config`` is on one side of ``claim``."""
+  return (compare.matches(config, claim.where)
+          and str(config.get(claim.field)) in (claim.norm, claim.against))
+
+
+class TimeLimit:
+  """``--time-limit SECONDS``: at the limit the command stops as a preemption stops it,
+  by a SIGTERM to itself, which its stop signals (``runner.stop_signals``, entered
+  before this) pass on to the members running: each saves a checkpoint and exits,
+  the finished members' records are saved, and no member starts after it. The same
+  command resumes: a member stopped mid-run from its checkpoint in the workdir,
+  where the workdir is kept (else it starts again).
+
+  Before the limit, a member is started only when the time left can hold it, as long
+  as its group's records took (:meth:`fits`); one that cannot waits for the next
+  chunk (:attr:`deferred`), rather than start and be stopped: where the workdir is not
+  kept, a stopped member starts again.
+
+  ``timer``: what calls :meth:`expire` after the seconds (``threading.Timer``'s
+  signature), and ``clock`` the seconds it counts in; a test passes its own."""
+
+  def __init__(self, seconds: float | None, timer=threading.Timer, clock=time.monotonic):
+    if seconds is not None and seconds <= 0:
+      raise UserError(f"--time-limit {seconds:g}: give the seconds the command may train, "
+                      "more than 0.")
+    self.seconds, self._make_timer, self._clock = seconds, timer, clock
+    self._deadline = math.inf
+    self.expired = False
+    #: The members not started because the time left could not hold them.
+    self.deferred: list[str] = []
+    self._armed = False
+    self._lock = threading.Lock()
+    self._timer = None
+
+  def __enter__(self) -> "TimeLimit":
+    if self.seconds is not None:
+      self._deadline = self._clock() + self.seconds
+      self._armed = True
+      self._timer = self._make_timer(self.seconds, self.expire)
+      self._timer.daemon = True
+      self._timer.start()
+    return self
+
+  def __exit__(self, *exc) -> bool:
+    with self._lock:  # Disarmed before the caller's signal handlers go.
+      self._armed = False
+    if self._timer is not None:
+      self._timer.cancel()
+    return False
+
+  def left(self) -> float:
+    """The seconds left before the limit (infinite without one)."""
+    return self._deadline - self._clock()
+
+  def fits(self, seconds: float | None) -> bool:
+    """Whether a member expected to take ``seconds`` can finish before the limit; one
+    whose time is not known yet (None) is started."""
+    return seconds is None or seconds <= self.left()
+
+  def expire(self) -> None:
+    """The limit is reached: SIGTERM to this process, once, while armed."""
+    with self._lock:
+      if not self._armed or self.expired:
+        return
+      self.expired = True
+      os.kill(os.getpid(), signal.SIGTERM)
 
 
 def print_commands(plans_: Iterable[Plan], records: str, out=None) -> int:
@@ -674,10 +850,23 @@ def _why_not_the_suites(plan: Plan, member: suite.Member) -> str:
 
 # --- the report -------------------------------------------------------------------------------
 
-#: The headline's place in docs/results.md, between these two lines.
+#: The cpu scale's headline in docs/results.md, between these two lines.
 BEGIN_MARKER = "<!-- lnorm benchmark: begin (generated by `lnorm benchmark --report-only`) -->"
 END_MARKER = "<!-- lnorm benchmark: end -->"
 RESULTS_BLOCK = generated_block.GeneratedBlock(BEGIN_MARKER, END_MARKER)
+
+
+def results_block(scale: str) -> generated_block.GeneratedBlock:
+  """Where the report of ``scale`` goes in a page: the cpu scale's between the
+  markers above, every other scale's between its own (``<!-- lnorm benchmark gpu:
+  begin ...``), so that a GPU's report never replaces the CPU's."""
+  if scale == "cpu":
+    return RESULTS_BLOCK
+  where = (f"results/gpu/<device>/{GPU_RECORDS_FOLDER}" if scale == "gpu"
+           else f"results/{scale}")
+  return generated_block.GeneratedBlock(
+      f"<!-- lnorm benchmark {scale}: begin (generated by `lnorm benchmark --scale {scale} "
+      f"--report-only --records {where}`) -->", f"<!-- lnorm benchmark {scale}: end -->")
 
 
 @dataclasses.dataclass
@@ -818,8 +1007,8 @@ class Report:
              f"{rule.QUICK_MINUTES:g} minutes of wall time, else 3; then seeds by power, "
              f"planned from the pilot alone: detect the claim's minimum effect at "
              f"{rule.POWER:.0%} power, two-sided level {rule.ALPHA:g}/{rule.PLANNED_CLAIMS}, "
-             f"at most {rule.SEED_CAP} seeds on a CPU; every verdict judges the planned "
-             "seeds, later ones are exploratory):", "",
+             f"at most {rule.seed_cap(self.scale)} seeds at the {self.scale} scale; every "
+             "verdict judges the planned seeds, later ones are exploratory):", "",
              "| claim | minimum effect | pilot (seed-0 minutes) | needed (pilot's spread) | "
              "planned | judged | beyond the plan (exploratory) |",
              "|---|---|---|---|---|---|---|"]
@@ -873,8 +1062,8 @@ def _needed(v: ClaimResult) -> str:
     return "no test"
   if ev.needed is None:
     return "not reachable"
-  return str(ev.needed) + (f" (over the cap of {rule.SEED_CAP})"
-                           if ev.needed > rule.SEED_CAP else "")
+  over = claims.over_cap_text(ev.needed, ev.scale)
+  return str(ev.needed) + (f" ({over.lstrip(', ')})" if over else "")
 
 
 def _planned_cell(v: ClaimResult) -> str:
@@ -1063,9 +1252,12 @@ def _claim_result(c: suite.Claim, p: Plan, plan: SeedPlan | None,
   name, metric = p.experiment.name, p.experiment.metric
   outside = _outside_setting(c, p.setting)
   if outside:
+    others = [f"`--scale {s}`" for s in suite.SCALES if s != p.scale
+              and _outside_setting(c, p.experiment.scales[s]) is None]
     return ClaimResult(c, name, None, claims.Evidence(c, metric, rule.NOT_RUN, (
         f"the {p.scale} setting does not run {outside}; "
-        f"{'`--scale paper`' if p.scale != 'paper' else 'another setting'} does")), plan)
+        f"{' and '.join(others) or 'no setting'} {'does' if len(others) < 2 else 'do'}")),
+                       plan)
   if refused and _touches(c, found, p, refused):
     return ClaimResult(c, name, None, claims.Evidence(c, metric, rule.REFUSED, (
         "records made under another rule or setting: rerun " + _members_text(refused))),
@@ -1074,13 +1266,13 @@ def _claim_result(c: suite.Claim, p: Plan, plan: SeedPlan | None,
       and c.kind != "step_time"):  # A timing, not the seeds, decides a step-time claim.
     ev = plan.pilot_evidence[c.key]  # The same seeds: judged once.
   else:
-    ev = claims.judge(planned, name, c, metric, timings)
+    ev = claims.judge(planned, name, c, metric, timings, p.scale)
   result = ClaimResult(c, name, None, ev, plan, code=_claim_code(c, planned, name))
   beyond = set().union(*claims.side_seeds(kept, name, c)) - set(
       plan.planned if plan is not None else ())
   if plan is not None and beyond:
     result.beyond_plan = tuple(sorted(beyond))
-    result.exploratory = claims.judge(kept, name, c, metric, timings)
+    result.exploratory = claims.judge(kept, name, c, metric, timings, p.scale)
   sides = [r for r in claims.finished_runs(planned, name) if compare.matches(r.config, c.where)
            and str(r.config.get(c.field)) in (c.norm, c.against)]
   result.rejudged = any(suite.made_under_v2(r.config) for r in sides)
@@ -1173,14 +1365,16 @@ def write_figures(report: Report, records: str, out_dir: str) -> list[str]:
   return paths
 
 
-def replace_between_markers(text: str, block: str) -> str:
-  """``text`` with the benchmark's block replaced by ``block``; the markers are added
-  after the title when absent."""
-  return RESULTS_BLOCK.replace(text, block, add_after_title=True)
+def replace_between_markers(text: str, block: str, scale: str = "cpu") -> str:
+  """``text`` with the block of ``scale``'s report replaced by ``block``. The cpu
+  scale's markers are added after the title when absent; a page without another
+  scale's is refused (ValueError, naming the two lines), since where that section
+  goes is the author's choice."""
+  return results_block(scale).replace(text, block, add_after_title=scale == "cpu")
 
 
-def between_markers(text: str) -> str | None:
-  return RESULTS_BLOCK.read(text)
+def between_markers(text: str, scale: str = "cpu") -> str | None:
+  return results_block(scale).read(text)
 
 
 def log_verdicts(result: Report) -> None:

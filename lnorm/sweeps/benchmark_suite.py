@@ -306,6 +306,6 @@ def sweep_grid(experiment: str, scale: str) -> list[dict[str, str]]:
 
 def named_sweeps(experiment: str) -> dict[str, list[dict[str, str]]]:
   """The suite's grids of ``experiment`` as its config's named sweeps, one per scale
-  (``cpu``, ``paper``): ``lnorm sweep --sweep cpu`` runs the benchmark's own members,
+  (``cpu``, ``gpu``, ``paper``): ``lnorm sweep --sweep cpu`` runs the benchmark's own members,
   as ``lnorm benchmark`` does, not a copy of them that could drift."""
   return {scale: sweep_grid(experiment, scale) for scale in SCALES}

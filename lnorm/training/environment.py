@@ -46,6 +46,14 @@ def fix_gpu_determinism() -> None:
     os.environ["XLA_FLAGS"] = f"{flags} {_GPU_DETERMINISTIC_FLAG}".strip()
 
 
+def device_slug(kind: str) -> str:
+  """A device kind as a folder name, the one results/gpu/<device>/ uses (the GPU
+  check's records, the gpu scale's benchmark records):
+  'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+  slug = re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-")
+  return slug or "unknown-device"
+
+
 def _version(package: str) -> str | None:
   try:
     return metadata.version(package)

@@ -12,6 +12,8 @@
 #               and setuptools and wheel, which build lnorm from the tree offline;
 #   data/mnist/ MNIST's four files (the two MNIST experiments and Figure 6), copied from
 #               $LNORM_DATA_DIR where it holds them, else downloaded;
+#   data/books/ the tokenised books of $LNORM_DATA_DIR/books where it holds them (the
+#               benchmark phase's attentive reader, Transformer and skip-thoughts);
 #   MANIFEST    every file with its size and sha256.
 # The other experiments' steps are timed on synthetic data at the configs' sizes, so
 # no other dataset travels.
@@ -60,6 +62,17 @@ for i in "${!missing[@]}"; do
   fi
   mv "$dest.part" "$dest"
 done
+
+# The books: no download (lnorm.data.books reads a folder of tokenised books), so
+# without them the benchmark phase runs the MNIST experiments alone.
+echo "== the books into $prep/data/books"
+if [ -n "${LNORM_DATA_DIR:-}" ] && compgen -G "$LNORM_DATA_DIR/books/*" > /dev/null; then
+  mkdir -p "$prep/data/books"
+  cp -r "$LNORM_DATA_DIR/books/." "$prep/data/books/"
+else
+  echo "   not carried (no \$LNORM_DATA_DIR/books): the benchmark phase runs the MNIST" \
+       "experiments only"
+fi
 
 echo "== wheels (pure Python, for Python 3.12) into $prep/wheels"
 needed=()

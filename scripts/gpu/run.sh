@@ -8,7 +8,9 @@
 #   scripts/gpu/run.sh --phases rnn,fig6      # some phases only (a second try)
 #   GPU_EXPERIMENTS=draw,perm_mnist scripts/gpu/run.sh --phases experiments  # some rows
 #   GPU_FIG6_LIMIT=230 scripts/gpu/run.sh --phases fig6   # Figure 6 alone, three seeds
+#   scripts/gpu/run.sh --phases benchmark     # a chunk of the gpu scale, ~7 minutes
 #   python -m lnorm.gpucheck collect gpu_out  # then file the records under results/gpu/
+#   cp -r gpu_out/benchmark/. results/gpu/<device>/benchmark/   # the chunk's records
 #
 # It installs lnorm from this tree and ml-collections from gpu_prepared/wheels into a
 # folder of its own (pip --no-index --no-deps --target: the machine's Python, its JAX
@@ -27,13 +29,13 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 prep="${GPU_PREPARED:-$repo/gpu_prepared}"
 out="${OUT:-$repo/gpu_out}"
 rehearse=0
-phases="device,experiments,rnn,fig6"
+phases="device,experiments,rnn,fig6,benchmark"
 while [ $# -gt 0 ]; do
   case "$1" in
     --rehearse) rehearse=1 ;;
     --phases) phases="$2"; shift ;;
     --out) out="$2"; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -64,6 +66,10 @@ else
   declare -A limit=([device]=45 [experiments]=190 [rnn]=100 [fig6]=${GPU_FIG6_LIMIT:-125})
   toy=(); workers=4; fig6_parallel=(--parallel)
 fi
+# The benchmark phase takes what is left of this call's budget (8 minutes on an H100),
+# less what the command needs after its time limit (checkpoints, records, the report).
+budget="${GPU_BUDGET:-480}"
+benchmark_reserve=45
 
 # --- the Python, and lnorm in it ----------------------------------------------------------
 
@@ -146,13 +152,70 @@ run_phase() {
   echo "== phase $phase: exit code $code after $((SECONDS - t0)) s"
 }
 
+# The benchmark phase (issue 60): the gpu scale's members (docs/benchmark.md, "The gpu
+# scale"), the claims the cpu scale left undecided first, as one chunk of
+# `lnorm benchmark --scale gpu --time-limit`, in the time left of the budget. Its
+# records go to $out/benchmark/, starting from those committed for this device
+# (results/gpu/<device>/benchmark/), whose members count as finished: so each call
+# goes on where the last stopped. A member the limit stops keeps its checkpoint in
+# the workdir, here the scratch folder, which goes at the end: it starts again in the
+# next call (GPU_BENCHMARK_WORKDIR=<a folder that persists> resumes it instead).
+# The experiments are those whose data gpu_prepared/ carries (MNIST: perm-MNIST, DRAW,
+# order-embeddings; the books: the attentive reader, the Transformer, skip-thoughts),
+# or GPU_BENCHMARK_EXPERIMENTS. The rehearsal trains one member of Figure 6 at toy
+# sizes under a limit of 60 s (about 15 s on a loaded core).
+benchmark_experiments() {
+  local found=()
+  [ -d "$prep/data/mnist" ] && found+=(perm_mnist draw order_embeddings)
+  [ -d "$prep/data/books" ] && found+=(attentive_reader transformer_lm skip_thoughts)
+  local IFS=,
+  echo "${GPU_BENCHMARK_EXPERIMENTS:-${found[*]}}"
+}
+
+# The device's folder under results/gpu/, as the GPU check names it.
+device_slug_code='import jax; from lnorm.training import environment as e; print(e.device_slug(jax.devices()[0].device_kind))'
+
+benchmark_phase() {
+  local seconds t0=$SECONDS code device experiments records="$out/benchmark"
+  local args=(--scale gpu --records "$records" --workdir "${GPU_BENCHMARK_WORKDIR:-$work/benchmark}"
+              --no-wandb)
+  if [ "$rehearse" = 1 ]; then
+    seconds=60 experiments="perm_mnist (the rehearsal: LN at batch 128, seed 0)"
+    args+=(--experiments perm_mnist --variants batch_size=128 --norms ln --seeds 0
+           --config.max_steps=6 "--config.hidden_sizes=(16,16)"
+           --config.eval_points_per_decade=3 --config.checkpoint_every_secs=3600)
+  else
+    seconds=$((budget - (SECONDS - started) - benchmark_reserve))
+    if [ "$seconds" -lt 60 ]; then
+      echo "== phase benchmark: skipped: ${seconds} s left of the ${budget} s budget" \
+           "(run it alone: scripts/gpu/run.sh --phases benchmark)"
+      return
+    fi
+    experiments="$(benchmark_experiments)"
+    args+=(--experiments "$experiments")
+    device="$("$python" -c "$device_slug_code")" || device=""
+    if [ -n "$device" ] && [ -d "$repo/results/gpu/$device/benchmark" ]; then
+      mkdir -p "$records"
+      cp -rn "$repo/results/gpu/$device/benchmark/." "$records/"
+    fi
+  fi
+  echo "== phase benchmark (limit ${seconds} s): $experiments"
+  # The command stops itself at its limit; timeout is the backstop.
+  timeout --kill-after=10 "$((seconds + benchmark_reserve))" "$python" -m lnorm benchmark \
+      "${args[@]}" --time-limit "$seconds"
+  code=$?
+  echo "== phase benchmark: exit code $code after $((SECONDS - t0)) s" \
+       "(75: stopped at its limit, the next call resumes); records in $records"
+}
+
 for phase in ${phases//,/ }; do
   case "$phase" in
     device|rnn) run_phase "$phase" ;;
     experiments) run_phase experiments --workers "$workers" \
                      ${GPU_EXPERIMENTS:+--experiments "$GPU_EXPERIMENTS"} ;;
     fig6) run_phase fig6 "${fig6_parallel[@]}" ;;
-    *) echo "run.sh: unknown phase $phase (device, experiments, rnn, fig6)" >&2 ;;
+    benchmark) benchmark_phase ;;
+    *) echo "run.sh: unknown phase $phase (device, experiments, rnn, fig6, benchmark)" >&2 ;;
   esac
 done
 
