@@ -235,13 +235,13 @@ def join_from_environment(env: Mapping[str, str] | None = None) -> None:
     return
   if job.coordinator is not None:
     logging.info(
-        "Joining a %d-process job as process %d (from %s): waiting up to %.0f s (%s) "
+        "Joining a %d-process job as process %d (from %s): waiting up to %g s (%s) "
         "for the others at the coordinator %s.", job.num_processes, job.process_id,
         job.launcher, timeout, TIMEOUT_ENV, job.coordinator)
     rendezvous(job, timeout, env.get("JAX_COORDINATOR_BIND_ADDRESS"))
   else:
     logging.info("Joining a multi-process job (%s) as JAX's cluster detection finds it: "
-                 "waiting up to %.0f s (%s) for the others.", job.launcher, timeout,
+                 "waiting up to %g s (%s) for the others.", job.launcher, timeout,
                  TIMEOUT_ENV)
   _initialize(jax, job, timeout)
   logging.info("Joined a %d-process job as process %d.", jax.process_count(),
@@ -400,7 +400,7 @@ def _report_to_coordinator(job: Job, timeout: float) -> None:
     except OSError:  # Not listening yet (refused), or its host not up yet.
       if time.monotonic() >= deadline:
         raise CoordinatorError(
-            f"No answer within {timeout:.0f} s from the coordinator at {job.coordinator}, "
+            f"No answer within {timeout:g} s from the coordinator at {job.coordinator}, "
             f"which process 0 of the {job.num_processes}-process job runs ({job.launcher}): "
             f"start process 0 on that host, or correct the address; {TIMEOUT_ENV} sets "
             "the wait.") from None
@@ -428,7 +428,7 @@ def _report_to_coordinator(job: Job, timeout: float) -> None:
 def _missing_message(job: Job, timeout: float, missing: list[int]) -> str:
   came = job.num_processes - len(missing)
   names = _processes(missing)
-  return (f"The coordinator at {job.coordinator} waited {timeout:.0f} s for the "
+  return (f"The coordinator at {job.coordinator} waited {timeout:g} s for the "
           f"{job.num_processes} processes of the job ({job.launcher}); {came} came, and "
           f"{names} did not arrive. Start every process of the job (srun starts one per "
           f"task), or correct the process count; {TIMEOUT_ENV} sets the wait.")
@@ -506,7 +506,8 @@ def errors_end_the_job() -> Iterator[None]:
       traceback.print_exc()
       line, code = (f"lnorm: process {jax.process_index()} of the job stopped on the "
                     "error above; the others stop when they next wait for it."), 1
-    logging.shutdown()  # The run's log file too.
     print(line, file=sys.stderr, flush=True)
+    for handler in logging.getLogger().handlers:  # The run's log file among them.
+      handler.flush()
     sys.stdout.flush()
     os._exit(code)  # pylint: disable=protected-access
