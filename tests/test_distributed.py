@@ -179,7 +179,7 @@ def test_a_process_that_never_comes_is_named_by_the_coordinator_and_the_others()
     assert str(outcome[i]) == (
         f"The coordinator at {jobs[0].coordinator} waited 1 s for the 4 processes of the "
         "job (a test); 3 came, and process 2 did not arrive. Start every process of the "
-        "job (srun starts one per task), or correct the process count; "
+        "job (each with its own JAX_PROCESS_ID), or correct the process count; "
         "LNORM_COORDINATOR_TIMEOUT sets the wait.")
 
 

@@ -304,4 +304,5 @@ def test_one_process_of_a_slurm_job_names_the_task_that_never_came(tmp_path):
   assert stderr.strip().splitlines()[-1].startswith(
       "lnorm: error: The coordinator at localhost:")
   assert ("waited 1 s for the 2 processes of the job (SLURM, SLURM_NTASKS=2); 1 came, and "
-          "process 1 did not arrive.") in stderr
+          "process 1 did not arrive. Start every process of the job (srun starts one per "
+          "task)") in stderr

@@ -428,10 +428,12 @@ def _report_to_coordinator(job: Job, timeout: float) -> None:
 def _missing_message(job: Job, timeout: float, missing: list[int]) -> str:
   came = job.num_processes - len(missing)
   names = _processes(missing)
+  start = ("srun starts one per task" if job.launcher.startswith("SLURM") else
+           "each with its own JAX_PROCESS_ID")
   return (f"The coordinator at {job.coordinator} waited {timeout:g} s for the "
           f"{job.num_processes} processes of the job ({job.launcher}); {came} came, and "
-          f"{names} did not arrive. Start every process of the job (srun starts one per "
-          f"task), or correct the process count; {TIMEOUT_ENV} sets the wait.")
+          f"{names} did not arrive. Start every process of the job ({start}), or correct "
+          f"the process count; {TIMEOUT_ENV} sets the wait.")
 
 
 def _processes(ids: list[int]) -> str:
