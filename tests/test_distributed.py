@@ -60,6 +60,34 @@ def test_one_slurm_task_per_node_takes_all_the_nodes_gpus():
   assert job_from_environment({**SLURM, "JAX_LOCAL_DEVICE_IDS": "0,1"}).local_device_ids is None
 
 
+class _RecordingJax:
+  """Stands in for ``jax`` in ``distributed._initialize``: records what JAX is given."""
+
+  def __init__(self):
+    self.distributed = self
+    self.given = None
+
+  def initialize(self, **kwargs):
+    self.given = kwargs
+
+
+@pytest.mark.parametrize("nodes, local_devices", [("2", None), ("1", [1])])
+def test_jaxs_detection_stays_off_when_the_settings_are_known(nodes, local_devices):
+  """Else JAX fills the local devices left None (all of them) with SLURM_LOCALID, and
+  one task per node would see one of its GPUs."""
+  fake = _RecordingJax()
+  job = job_from_environment({**SLURM, "SLURM_STEP_NUM_NODES": nodes})
+  distributed._initialize(fake, job, 42.0)  # pylint: disable=protected-access
+  assert fake.given["local_device_ids"] == local_devices
+  assert fake.given["cluster_detection_method"] == "deactivate"
+  assert fake.given["initialization_timeout"] == 42
+  assert fake.given["heartbeat_timeout_seconds"] == 42
+  # Where only JAX's detection can find the settings, it runs.
+  distributed._initialize(fake, job_from_environment({"LNORM_DISTRIBUTED": "1"}), 400.0)  # pylint: disable=protected-access
+  assert fake.given["cluster_detection_method"] is None
+  assert fake.given["heartbeat_timeout_seconds"] == 100
+
+
 @pytest.mark.parametrize("nodelist, host", [
     ("node007", "node007"), ("node007,gpu2", "node007"), ("node[007-009],gpu2", "node007"),
     ("node[012,007-009]", "node012"), ("a-b[1-2]", "a-b1"), (" gpu-3 ", "gpu-3")])

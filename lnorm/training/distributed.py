@@ -255,11 +255,15 @@ def _note_single_process(ignored: str) -> None:
 
 
 def _initialize(jax, job: Job, timeout: float) -> None:
+  # Settings known: JAX's cluster detection stays off, because it would also fill the
+  # local devices left None (all of them) with the SLURM task's local rank.
+  detection = None if job.coordinator is None else "deactivate"
   try:
     jax.distributed.initialize(
         coordinator_address=job.coordinator, num_processes=job.num_processes,
         process_id=job.process_id,
         local_device_ids=list(job.local_device_ids) if job.local_device_ids else None,
+        cluster_detection_method=detection,
         initialization_timeout=max(1, round(timeout)),
         heartbeat_timeout_seconds=max(1, round(min(timeout, _HEARTBEAT_SECS))),
         shutdown_timeout_seconds=max(1, round(timeout)))
