@@ -92,9 +92,11 @@ def _run(args: argparse.Namespace, overrides: dict[str, str], signals) -> int:
     task = assembly.check(config)
   workdir = workdir_lock.make_workdir(args.workdir)
   import jax  # pylint: disable=g-import-not-at-top
+  from lnorm.training import distributed  # pylint: disable=g-import-not-at-top
   # Held before anything in the workdir is read or written: a second job stops here.
   with (workdir_lock.hold(workdir, "lnorm train") if jax.process_index() == 0
-        else contextlib.nullcontext()), run_files.log_file(workdir):
+        else contextlib.nullcontext()), run_files.log_file(workdir), \
+      distributed.errors_end_the_job():
     # The run's log stays in its workdir, as a sweep member's does.
     metrics = train_and_evaluate(config, args.workdir, task, signals)
   print(json.dumps({"workdir": args.workdir, "final": metrics}, indent=2, default=str))

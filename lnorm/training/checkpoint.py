@@ -126,6 +126,20 @@ class Checkpointer:
       self._manager.save(step, args=ocp.args.Composite(
           state=ocp.args.StandardSave(state), host=ocp.args.JsonSave(snapshot)), force=True)
 
+  def reached_preemption(self, steps: range) -> bool:
+    """Whether the job's preemption sync point is among ``steps``: a SIGTERM to any
+    process of a multi-process job (JAX's preemption service takes it from Python
+    there) sets one step at which every process saves, the step after the furthest
+    any process has reported (orbax's ``reached_preemption``, JAX's
+    ``reached_preemption_sync_point``). The protocol asks for every step, in order,
+    from the start, so the loop passes each step of each call, once; those of the
+    first call include the steps before the one it resumed from, so that a notice
+    that came during the set-up (every process still at step 0) is not missed.
+    Always False for one process (no service)."""
+    if jax.process_count() == 1:
+      return False
+    return any([self._manager.reached_preemption(s) for s in steps])  # Every step.
+
   def check_room(self, state: Any) -> None:
     """Refuses a save the disk cannot hold: orbax would fail in its background threads
     with hundreds of lines of asyncio tracebacks, and leave a partial checkpoint."""

@@ -85,7 +85,7 @@ from lnorm.training import process
 from lnorm.training import records
 from lnorm.training import workdir as workdir_lib
 from lnorm.training.checkpoint import Checkpointer
-from lnorm.training.checkpoint_policy import CheckpointTimer, resume
+from lnorm.training.checkpoint_policy import CheckpointDecisions, CheckpointTimer, resume
 from lnorm.training.eval_schedule import EvalSchedule, crossed_multiple, misalignment
 from lnorm.training.metrics_writer import MetricWriter
 from lnorm.training.selected_model import SelectedModel
@@ -235,8 +235,10 @@ class _Training:
     # An evaluation beyond the data splits, for tasks that define one (skip-thoughts:
     # its encoder on SentEval), every periodic_eval_every_steps updates.
     self.periodic_every = config.get("periodic_eval_every_steps", 0)
-    self.checkpoint_timer = CheckpointTimer(config.checkpoint_every_secs,
-                                            checkpointer.latest_step() is not None)
+    # The same on every process of a job: a save or a stop that one process decided
+    # alone would leave the others waiting for it (checkpoint_policy).
+    self.decisions = CheckpointDecisions(CheckpointTimer(
+        config.checkpoint_every_secs, checkpointer.latest_step() is not None), checkpointer)
     _, self.train_rng = seed_keys(config.seed)
     self.every_secs = config.get("progress_every_secs", 30.0)
     # The model select_on picks, for test at the evaluation validation selects.
@@ -333,17 +335,18 @@ class _Training:
       self._bar.update(
           k, loss=f"{float(np.mean(out['loss'])):.4f}",
           ex_per_s=f"{host['timed_examples'] / max(host['timed_seconds'], 1e-9):.0f}")
-      if signals.received:
+      decision = self.decisions.after_call(step, signals)
+      if decision.stop:
         break
-      if self.checkpoint_timer.due() and in_epoch < stop:
+      if decision.save and in_epoch < stop:
         self._save(step, state)
-        self.checkpoint_timer.saved()
+        self.decisions.saved()
     host["epoch_seconds"] += time.time() - self._epoch_start
-    if signals.received and in_epoch < stop:
+    if self.decisions.stop and in_epoch < stop:
       self._save(step, state)
       self.checkpointer.wait()
       raise Interrupted(
-          f"Stopped by {signals.received} at step {step} (epoch {epoch + 1}/"
+          f"Stopped by {self.decisions.stop} at step {step} (epoch {epoch + 1}/"
           f"{run.num_epochs}) and saved a checkpoint there. Rerun the same command to "
           f"resume from step {step}.")
     return state, step
@@ -466,10 +469,10 @@ class _Training:
       # continuing from it must count its gradient window as an uninterrupted one.
       host["eval_window"] = records.gradient_window()
     self._save(step, state)
-    self.checkpoint_timer.saved()
-    if signals.received and step < run.total_steps:
+    self.decisions.saved()
+    if self.decisions.at_epoch_end(signals).stop and step < run.total_steps:
       self.checkpointer.wait()
       raise Interrupted(
-          f"Stopped by {signals.received} after epoch {epoch + 1}/{run.num_epochs} and "
+          f"Stopped by {self.decisions.stop} after epoch {epoch + 1}/{run.num_epochs} and "
           f"saved a checkpoint at step {step}. Rerun the same command to resume.")
     return state, metrics

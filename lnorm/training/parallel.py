@@ -3,62 +3,18 @@
 The batch is sharded over the 'data' axis and the train state is replicated. Because
 the step is a single jit over global arrays, BN and BLN statistics are reductions
 over the *global* batch: XLA inserts the cross-device reductions, so there is no
-per-device drift and no pmean to forget.
+per-device drift and no pmean to forget. The processes of a multi-process job (joined
+by ``lnorm.training.distributed``) decide together with :func:`gather_from_processes`.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from lnorm.errors import ConfigError
-
-#: Environment variables that announce a multi-process launch.
-_DISTRIBUTED_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS")
-#: Set by Cloud TPU on every worker of a pod slice: a comma-separated host list.
-_TPU_HOSTS_ENV = ("TPU_WORKER_HOSTNAMES", "TPU_PROCESS_ADDRESSES")
-
-
-def launched_as_multi_process() -> bool:
-  """True when the environment says this process is one of several."""
-  if any(v in os.environ for v in _DISTRIBUTED_ENV) or os.environ.get("LNORM_DISTRIBUTED") == "1":
-    return True
-  if int(os.environ.get("SLURM_NTASKS", "1")) > 1:
-    return True
-  return any("," in os.environ.get(v, "") for v in _TPU_HOSTS_ENV)
-
-
-def maybe_initialize_distributed() -> None:
-  """Joins a multi-host job when the launcher set the usual variables.
-
-  On a TPU pod slice and under SLURM, ``jax.distributed.initialize()`` finds its
-  settings itself; elsewhere set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and
-  JAX_PROCESS_ID. Must run before anything touches a JAX device: even
-  ``jax.process_count()`` starts the backends, after which joining is impossible.
-  """
-  if not launched_as_multi_process() or jax.distributed.is_initialized():
-    return
-  kwargs = {}
-  if "JAX_NUM_PROCESSES" in os.environ:
-    kwargs["num_processes"] = int(os.environ["JAX_NUM_PROCESSES"])
-    kwargs["process_id"] = int(os.environ["JAX_PROCESS_ID"])
-  if "JAX_COORDINATOR_ADDRESS" in os.environ:
-    kwargs["coordinator_address"] = os.environ["JAX_COORDINATOR_ADDRESS"]
-  try:
-    jax.distributed.initialize(**kwargs)
-  except RuntimeError as e:
-    if "before" not in str(e):
-      raise
-    raise ConfigError(
-        "This process is one of a multi-process job, but JAX was already in use before "
-        "lnorm could join the job. Call lnorm.training.parallel."
-        "maybe_initialize_distributed() before any other JAX call.") from e
-  logging.info("Joined a %d-process job as process %d.", jax.process_count(),
-               jax.process_index())
 
 
 def make_mesh() -> Mesh:
@@ -101,3 +57,13 @@ def shard_batch(batch: dict[str, np.ndarray], mesh: Mesh, leading_axes: int = 0)
     return jax.make_array_from_process_local_data(sharding, local, x.shape)
 
   return jax.tree.map(put, batch)
+
+
+def gather_from_processes(local: np.ndarray) -> np.ndarray:
+  """Every process's ``local`` (the same shape on each), stacked by process index: a
+  collective, so every process must call it at the same point. One process: no
+  communication."""
+  local = np.asarray(local)
+  if jax.process_count() == 1:
+    return local[None]
+  return np.asarray(multihost_utils.process_allgather(local))

@@ -26,8 +26,8 @@ def set_up(config: ml_collections.ConfigDict | None = None) -> None:
     return
   # pylint: disable=g-import-not-at-top  (JAX: not before a config asks for it)
   import jax
-  from lnorm.training import parallel
-  parallel.maybe_initialize_distributed()
+  from lnorm.training import distributed
+  distributed.join_from_environment()
   precision = config.get("matmul_precision", "default")
   if precision != "default":
     jax.config.update("jax_default_matmul_precision", precision)
