@@ -113,12 +113,28 @@ def _assert_close(got, want, tolerance: float) -> None:
     np.testing.assert_allclose(g, w, rtol=0, atol=tolerance * float(np.max(np.abs(w))))
 
 
-@pytest.mark.parametrize("variant", LSTM_VARIANTS)
+#: Each case compiles the kernels in Pallas's interpreter (10 to 20 s of a core), so the
+#: suite runs the variants whose kernel code differs: a normalizer of the mean and
+#: variance (LN), of the second moment alone (RMSNorm), LN on c only, none and WN. The
+#: other per-example normalizers reach the kernels through the same tile code, which
+#: test_the_tile_normalizers_equal_the_normalizers_with_padded_tiles checks for each;
+#: LNORM_EVERY_NORM=1 runs every variant through the kernels too.
+EVERY_NORM = os.environ.get("LNORM_EVERY_NORM") == "1"
+KERNEL_PATHS = ("ln", "rms", "ln_cell", "none", "wn")
+
+
+def _variants(variants: tuple[str, ...]) -> list:
+  return [v if v in KERNEL_PATHS else pytest.param(v, marks=pytest.mark.skipif(
+      not EVERY_NORM, reason="the tile normalizer test covers it; LNORM_EVERY_NORM=1 "
+      "runs it through the kernels")) for v in variants]
+
+
+@pytest.mark.parametrize("variant", _variants(LSTM_VARIANTS))
 def test_lstm_kernels_equal_the_scan(variant):
   _compare(make_lstm_cell, variant)
 
 
-@pytest.mark.parametrize("variant", GRU_VARIANTS)
+@pytest.mark.parametrize("variant", _variants(GRU_VARIANTS))
 def test_gru_kernels_equal_the_scan(variant):
   _compare(make_gru_cell, variant)
 
