@@ -38,6 +38,7 @@ from lnorm.training import loop
 from lnorm.training import throughput
 
 EXPERIMENTS = ("perm_mnist", "handwriting", "skip_thoughts")
+UPDATES = 300
 NORM = "ln"
 #: Nothing but the updates: no evaluation, no task hook, no sample, no timed checkpoint.
 QUIET = {"eval_splits": "()", "final_eval_splits": "()", "eval_every_steps": "0",
@@ -74,22 +75,34 @@ def measure(experiment: str, k: int, updates: int, smoke: bool) -> list[dict]:
   """The two rows of ``experiment``: one seed alone, K seeds together."""
   config, member_updates = cpu_config(experiment, updates, smoke)
   root = tempfile.mkdtemp(prefix=f"bench_seeds_{experiment}_")
-  alone = os.path.join(root, "alone")
-  loop.train_and_evaluate(config, alone)
+  # One seed alone before and after the seeds together: a load that changed between
+  # them shows as two different times (both are on the record; their mean is used).
+  alone = [os.path.join(root, f"alone{i}") for i in range(2)]
+  loop.train_and_evaluate(config, alone[0])
   seeds = list(range(k))
   together = [os.path.join(root, f"together{s}") for s in seeds]
   loop.train_seeds(config, seeds, together)
+  loop.train_and_evaluate(config, alone[1])
+  alone_seconds = [train_seconds(w) for w in alone]
   rows = []
-  for name, seconds, members in (("1 seed alone", train_seconds(alone), 1),
-                                 (f"{k} seeds together",
-                                  sum(train_seconds(w) for w in together), k)):
+  for name, seconds, members, each in (
+      ("1 seed alone", sum(alone_seconds) / 2, 1, alone_seconds),
+      (f"{k} seeds together", sum(train_seconds(w) for w in together), k, None)):
     per_update = seconds / (members * updates)
     rows.append({"name": f"{experiment}: {name}", "experiment": experiment,
                  "seeds": members, "updates": updates, "train_seconds": seconds,
+                 **({"train_seconds_before_and_after": each} if each else {}),
                  "ms_per_member_update": 1e3 * per_update,
                  "member_updates": member_updates,
                  "members_per_hour": 3600 / (per_update * member_updates)})
   return rows
+
+
+def parse_updates(text: str) -> dict[str, int]:
+  """``--updates``: ``300`` for every experiment, or ``perm_mnist=640,handwriting=40``."""
+  if "=" not in text:
+    return {e: int(text) for e in EXPERIMENTS}
+  return {name: int(n) for name, n in (item.split("=") for item in text.split(","))}
 
 
 def ratios(rows: list[dict]) -> list[dict]:
@@ -104,6 +117,8 @@ def ratios(rows: list[dict]) -> list[dict]:
 def report(rows: list[dict], ratio_rows: list[dict]) -> str:
   lines = [f"{r['name']:>40s}: {r['ms_per_member_update']:8.2f} ms per member-update, "
            f"{r['members_per_hour']:8.2f} members/h ({r['member_updates']} updates each)"
+           + (" [before, after: %.1f s, %.1f s]" % tuple(r["train_seconds_before_and_after"])
+              if "train_seconds_before_and_after" in r else "")
            for r in rows]
   lines += [f"{r['name']:>58s}: {r['value']:.2f}x members/h" for r in ratio_rows]
   return "\n".join(lines)
@@ -113,16 +128,18 @@ def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--experiments", default=",".join(EXPERIMENTS))
   parser.add_argument("--k", type=int, default=5, help="seeds trained together")
-  parser.add_argument("--updates", type=int, default=300,
-                      help="updates timed on each side (the first of a member)")
+  parser.add_argument("--updates", default=str(UPDATES),
+                      help="updates timed on each side (a member's first): N for every "
+                      "experiment, or EXPERIMENT=N,... (the others get %d)" % UPDATES)
   parser.add_argument("--smoke", action="store_true",
                       help="the smoke configs: a check of the script, no measurement")
   throughput.add_json_flag(parser)
   args = parser.parse_args(argv)
   os.environ.setdefault("WANDB_MODE", "disabled")
+  updates = parse_updates(args.updates)
   rows = []
   for experiment in args.experiments.split(","):
-    rows += measure(experiment, args.k, args.updates, args.smoke)
+    rows += measure(experiment, args.k, updates.get(experiment, UPDATES), args.smoke)
     print(report(rows[-2:], ratios(rows[-2:])), flush=True)
   ratio_rows = ratios(rows)
   print("\n" + report(rows, ratio_rows))

@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--seeds-per-process", type=int, default=1, metavar="K",
                       help="Train up to K seeds of a normalizer together, in one process "
                       "(lnorm train --seeds), each into its own workdir and records as "
-                      "before (default 1). Pays on a GPU, not on a CPU core "
+                      "before (default 1). Meant for a GPU; slower on a CPU core "
                       "(docs/benchmark.md, 'Seeds together').")
   parser.add_argument("--workdir", default=None,
                       help="Members train into WORKDIR/<scale>/<experiment>/<norm>/seed=<s> "

@@ -71,8 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--seeds-per-process", type=int, default=1, metavar="K",
                       help="Train up to K members that differ in their seed only "
                       "together, in one process (lnorm train --seeds), each into its own "
-                      "workdir as before (default 1: one member a process). Pays on a "
-                      "GPU, not on a CPU core (docs/benchmark.md, 'Seeds together').")
+                      "workdir as before (default 1: one member a process). Meant for a "
+                      "GPU; slower on a CPU core (docs/benchmark.md, 'Seeds together').")
   parser.add_argument("--print-commands", action="store_true",
                       help="Print one 'lnorm train' command per member and exit, to "
                       "hand the sweep to a scheduler (a SLURM job array runs line "

@@ -36,8 +36,9 @@ workdir --workdir names with {seed} replaced by its seed (--workdir runs/ln/seed
 {seed} in --config.wandb.name is replaced too). Each seed's workdir is exactly the run
 `lnorm train --config.seed=S` makes (its records, checkpoints and numbers, bit for
 bit): either command resumes it. A seed whose loss is not finite stops alone; the
-others go on. On a GPU several seeds cost about as much as one; on a CPU core they
-cost more than one at a time (docs/benchmark.md, "Seeds together").
+others go on. Meant for a GPU, which one seed at a small batch leaves mostly idle;
+on a CPU core K seeds together cost more than K runs in turn (docs/benchmark.md,
+"Seeds together").
 
 The log is also appended to <workdir>/train.log ($LNORM_TRAIN_LOG=0: not).
 
