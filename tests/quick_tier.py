@@ -28,6 +28,7 @@ SLOW: frozenset[str] = frozenset({
     "test_attentive_reader_options.py::test_authors_initialisation",  # 5.8 s
     "test_attentive_reader_options.py::test_embedding_dropout_reaches_the_logits",  # 3.0 s
     "test_bench_json.py::test_bench_rnn_json_holds_the_printed_rows_and_ratios",  # 11.6 s
+    "test_bench_json.py::test_bench_seeds_json_holds_the_printed_rows_and_ratios",  # 50.7 s
     "test_bln_models.py::test_authors_dropout_is_in_both_lstms_and_only_in_training",  # 10.0 s
     "test_bln_models.py::test_sentiment_rnn_is_finite_at_batch_size_one_with_padding",  # 16.5 s
     "test_bln_models.py::test_unmasked_padding_runs_through_the_lstms_and_norms",  # 5.1 s
