@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 
 import ml_collections
 import numpy as np
@@ -23,6 +24,7 @@ from lnorm.analysis import claims
 from lnorm.analysis import runs as runs_lib
 from lnorm.data import core as data_core
 from lnorm.errors import DivergenceError
+from lnorm.sweeps import runner
 from lnorm.training import defaults
 from lnorm.training import loop
 
@@ -240,3 +242,50 @@ def test_relative_difference_helper_bites():
   a = [{"step": 1, "train/loss": 1.0, "time/wall_seconds": 3.0}]
   b = [{"step": 1, "train/loss": 1.0 + 2e-5, "time/wall_seconds": 9.0}]
   assert math.isclose(largest_difference(a, b), 2e-5, rel_tol=1e-6)
+
+
+# --- sweeps and the benchmark: groups of seeds ---------------------------------------
+
+
+def test_a_sweep_prints_one_command_per_group_of_seeds(capsys):
+  assert cli.main(["sweep", "--config", f"{REPO}/configs/perm_mnist.py:smoke=true",
+                   "--workdir", "runs/s", "--grid", "norm=ln,bn", "--grid", "seed=0,1,2,3,4",
+                   "--seeds-per-process", "2", "--print-commands"]) == 0
+  lines = [shlex.split(line) for line in capsys.readouterr().out.strip().splitlines()]
+  # Five seeds two at a time: 2 + 2 + 1 a normalizer, each normalizer apart.
+  groups = [(argv[argv.index("--config.norm=ln") if "--config.norm=ln" in argv else
+                  argv.index("--config.norm=bn")],
+             argv[argv.index("--seeds") + 1] if "--seeds" in argv else None)
+            for argv in lines]
+  assert groups == [("--config.norm=ln", "0,1"), ("--config.norm=ln", "2,3"),
+                    ("--config.norm=ln", None), ("--config.norm=bn", "0,1"),
+                    ("--config.norm=bn", "2,3"), ("--config.norm=bn", None)]
+  together, alone = lines[0], lines[2]
+  assert together[together.index("--workdir") + 1] == "runs/s/norm=ln,seed={seed}"
+  assert not any(a.startswith("--config.seed=") for a in together)
+  # A group of one is the member's own command, its seed in its config.
+  assert alone[alone.index("--workdir") + 1] == "runs/s/norm=ln,seed=4"
+  assert "--config.seed=4" in alone
+
+
+def test_seeds_of_a_config_with_length_buckets_are_not_grouped():
+  members = [runner.Member(f"seed={s}", {"seed": str(s)}, f"runs/s/seed={s}")
+             for s in range(3)]
+  bucketed = smoke_config("perm_mnist.py:norm=ln")
+  bucketed.length_buckets = ml_collections.ConfigDict({"num": 3})
+  plain = smoke_config("perm_mnist.py:norm=ln")
+  assert runner.seed_groups(members, 3, configs={m.name: bucketed for m in members}) == [
+      [m] for m in members]
+  assert runner.seed_groups(members, 3, configs={m.name: plain for m in members}) == [
+      members]
+  # --config.seed on the command fixes every member's seed: nothing to group.
+  assert runner.seed_groups(members, 3, extra={"seed": "1"}) == [[m] for m in members]
+
+
+@pytest.mark.parametrize("command", ["sweep", "benchmark"])
+def test_seeds_per_process_below_one_is_refused(command, capsys):
+  argv = ([command, "--config", f"{REPO}/configs/perm_mnist.py", "--workdir", "x",
+           "--grid", "seed=0,1"] if command == "sweep" else [command])
+  assert cli.main([*argv, "--seeds-per-process", "0", "--print-commands"]) == 2
+  err = capsys.readouterr().err
+  assert "--seeds-per-process 0: train at least 1 seed" in err
