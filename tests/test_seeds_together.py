@@ -289,3 +289,39 @@ def test_seeds_per_process_below_one_is_refused(command, capsys):
   assert cli.main([*argv, "--seeds-per-process", "0", "--print-commands"]) == 2
   err = capsys.readouterr().err
   assert "--seeds-per-process 0: train at least 1 seed" in err
+
+
+TINY_CONFIG = '''
+from configs import perm_mnist
+
+def get_config(arg=None):
+  c = perm_mnist.get_config("smoke=true")
+  c.hidden_sizes = (8,)
+  c.batch_size = 100
+  c.steps_per_call = 40  # One call per epoch of the 4,000 embedded digits.
+  c.progress_bar = False
+  return c
+'''
+
+
+@pytest.mark.slow
+def test_a_sweep_trains_its_seeds_in_groups_each_into_its_workdir(tmp_path, capsys):
+  config = tmp_path / "tiny.py"
+  config.write_text(TINY_CONFIG)
+  workdir = tmp_path / "sweep"
+  assert cli.main(["sweep", "--config", str(config), "--workdir", str(workdir),
+                   "--grid", "seed=0,1,2", "--seeds-per-process", "2",
+                   "--no-figures"]) == 0
+  out = capsys.readouterr().out
+  assert "seed={seed} (seeds 0, 1 together): starting" in out
+  for seed in (0, 1, 2):
+    member = workdir / f"seed={seed}"
+    log = (member / "train.log").read_text()
+    assert ("--seeds 0,1" in log) == (seed < 2)
+    assert f"seed={seed}: done" in out
+    assert points(str(member))[-1]["step"] == 40
+  # A rerun finds every member finished.
+  assert cli.main(["sweep", "--config", str(config), "--workdir", str(workdir),
+                   "--grid", "seed=0,1,2", "--seeds-per-process", "2",
+                   "--no-figures"]) == 0
+  assert capsys.readouterr().out.count("already finished, skipped") == 3
