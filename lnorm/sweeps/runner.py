@@ -326,6 +326,13 @@ def _run_group(config_spec: str, group: Sequence[Member], configs: Mapping[str, 
                   seconds, code) for m in group]
 
 
+def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], sweep_name: str,
+                stream: bool, signals: StopSignals) -> Outcome:
+  """Trains one member in an ``lnorm train`` process of its own; its outcome."""
+  (outcome,) = _run_group(config_spec, [member], {}, extra, sweep_name, stream, signals)
+  return outcome
+
+
 def _group_name(group: Sequence[Member]) -> str:
   """A group of :func:`seed_groups` as the sweep's log names it."""
   if len(group) == 1:
@@ -396,8 +403,10 @@ def _run_members(config_spec, space, workdir, members, configs, extra, parallel,
     with lock:
       print(f"[sweep {sweep_name}] ({i + 1}/{len(groups)}) {_group_name(group)}: "
             f"{'resuming' if resuming else 'starting'} in {where}", flush=True)
-    outs = _run_group(config_spec, group, configs, extra, sweep_name, parallel <= 1,
-                      signals)
+    outs = ([_run_member(config_spec, group[0], extra, sweep_name, parallel <= 1, signals)]
+            if len(group) == 1 else
+            _run_group(config_spec, group, configs, extra, sweep_name, parallel <= 1,
+                       signals))
     with lock:
       for o in outs:
         msg = {"finished": "done",
