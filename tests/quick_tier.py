@@ -28,6 +28,7 @@ SLOW: frozenset[str] = frozenset({
     "test_attentive_reader_options.py::test_authors_initialisation",  # 5.8 s
     "test_attentive_reader_options.py::test_embedding_dropout_reaches_the_logits",  # 3.0 s
     "test_bench_json.py::test_bench_rnn_json_holds_the_printed_rows_and_ratios",  # 11.6 s
+    "test_bench_json.py::test_bench_seeds_json_holds_the_printed_rows_and_ratios",  # 50.7 s
     "test_bln_models.py::test_authors_dropout_is_in_both_lstms_and_only_in_training",  # 10.0 s
     "test_bln_models.py::test_sentiment_rnn_is_finite_at_batch_size_one_with_padding",  # 16.5 s
     "test_bln_models.py::test_unmasked_padding_runs_through_the_lstms_and_norms",  # 5.1 s
@@ -94,6 +95,9 @@ SLOW: frozenset[str] = frozenset({
     "test_rnn_sequence.py::test_reverse_and_bidirectional_match_reference_on_flipped_sequences",  # 11.3 s
     "test_rnn_sequence.py::test_sequence_mask_and_masked_mean",  # 7.7 s
     "test_rnn_sequence.py::test_stacked_layers_with_learned_initial_state",  # 9.5 s
+    "test_seeds_together.py::test_a_seed_that_diverges_stops_alone_and_the_others_train_on",  # 27.1 s
+    "test_seeds_together.py::test_a_seed_workdir_resumes_by_either_command",  # 13.2 s
+    "test_seeds_together.py::test_one_seed_through_the_stacked_path_differs_from_its_run_alone_in_rounding",  # 38.0 s
     "test_sentence_eval_protocols.py::test_a_fit_stopped_short_is_reported",  # 31.5 s
     "test_sentence_eval_protocols.py::test_evaluate_encoder_appends_eos_and_normalises_as_each_protocol_does",  # 66.6 s
     "test_sentence_eval_protocols.py::test_kiros_nested_cross_validation_is_their_scripts_with_scikit_learn",  # 8.7 s

@@ -104,3 +104,26 @@ def test_bench_rnn_json_holds_the_printed_rows_and_ratios(tmp_path, capsys):
   # The rows chosen give 9 ratios, 4 of them with PyTorch.
   assert len(printed_ratios) == (9 if "torch_lstm@1" in names else 5)
   _check_ratios(record, printed_ratios)
+
+
+def test_bench_seeds_json_holds_the_printed_rows_and_ratios(tmp_path, capsys, monkeypatch):
+  monkeypatch.chdir(SCRIPTS.parent)  # The configs' paths are the checkout's.
+  path = tmp_path / "perf" / "seeds.json"
+  # Updates that do not fill a member's 31, with 3 seeds: every row's own count.
+  assert _script("bench_seeds").main(
+      ["--smoke", "--experiments", "perm_mnist", "--k", "3", "--updates", "perm_mnist=5",
+       "--json", str(path)]) == 0
+  text = capsys.readouterr().out
+  record = json.loads(path.read_text())
+  _check_machine(record["machine"])
+  alone, together = record["rows"]
+  assert (alone["seeds"], together["seeds"]) == (1, 3)
+  assert alone["train_seconds"] == sum(alone["train_seconds_before_and_after"]) / 2
+  for row in (alone, together):
+    assert row["updates"] == 5 and row["member_updates"] == 31
+    assert row["members_per_hour"] == 3600 / (
+        row["train_seconds"] / (row["seeds"] * 5) * 31)
+    assert f"{row['members_per_hour']:8.2f} members/h" in text
+  (ratio,) = record["ratios"]
+  assert ratio["value"] == together["members_per_hour"] / alone["members_per_hour"]
+  assert f"{ratio['name']}: {ratio['value']:.2f}x" in text

@@ -3,6 +3,7 @@ uncertainty, and a verdict per claim (docs/benchmark.md).
 
   lnorm benchmark                                   # the whole CPU suite, resumable
   lnorm benchmark --experiments perm_mnist --seeds 0-4 --parallel 2
+  lnorm benchmark --experiments perm_mnist --seeds 0-4 --seeds-per-process 5   # on a GPU
   lnorm benchmark --norms none,my_pkg.norms:CenteredRMS --experiments bln_cifar
   lnorm benchmark --scale paper --print-commands > commands.txt   # a SLURM job array
   lnorm benchmark --scale gpu --time-limit 400      # a chunk of a short allocation
@@ -45,6 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--parallel", type=int, default=1, metavar="N",
                       help="Run N seeds of a normalizer at once (default 1: one member "
                       "at a time, seed by seed).")
+  parser.add_argument("--seeds-per-process", type=int, default=1, metavar="K",
+                      help="Train up to K seeds of a normalizer together, in one process "
+                      "(lnorm train --seeds), each into its own workdir and records as "
+                      "before (default 1). Meant for a GPU; slower on a CPU core "
+                      "(docs/benchmark.md, 'Seeds together').")
   parser.add_argument("--workdir", default=None,
                       help="Members train into WORKDIR/<scale>/<experiment>/<norm>/seed=<s> "
                       "(default runs/benchmark).")
@@ -97,6 +103,9 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
                     f"{'report-only' if args.report_only else 'print-commands'} trains "
                     "nothing: leave one of them out.")
   limit = bench.TimeLimit(args.time_limit)  # Checked here; its clock starts with training.
+  if args.seeds_per_process < 1:
+    raise UserError(f"--seeds-per-process {args.seeds_per_process}: train at least 1 "
+                    "seed a process.")
   experiments = suite.select_experiments(args.experiments)
   seeds = suite.parse_seeds(args.seeds)
   norms = suite.parse_norms(args.norms, experiments, args.scale)
@@ -108,7 +117,7 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
   plans = bench.plans(experiments, args.scale, args.workdir, norms, seeds, records,
                       suite.parse_variants(args.variants), own, overrides)
   if args.print_commands:
-    if not bench.print_commands(plans, records):
+    if not bench.print_commands(plans, records, seeds_per_process=args.seeds_per_process):
       print(f"Nothing to run: every selected member ({sum(len(p.members) for p in plans)}) "
             f"has records under {bench.shown(records)} or a finished run under "
             f"{args.workdir}. "
@@ -135,7 +144,8 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
           bench.collect(plan, records)
           continue
         failed += [f"{plan.experiment.name}/{name}"
-                   for name in bench.run(plan, records, args.parallel, signals, limit)]
+                   for name in bench.run(plan, records, args.parallel, signals, limit,
+                                         args.seeds_per_process)]
     except Interrupted:
       if not limit.expired:
         raise

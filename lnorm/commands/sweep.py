@@ -9,6 +9,7 @@ on the command line, or both; print its commands, or write it as a wandb sweep.
   lnorm sweep --config configs/perm_mnist.py:norm=ln --workdir runs/lr_random \
       --random 8 --loguniform optimizer.learning_rate=1e-4:1e-2 --grid seed=0,1
   lnorm sweep ... --print-commands > commands.txt   # e.g. for a SLURM job array
+  lnorm sweep ... --grid seed=0,1,2,3,4 --seeds-per-process 5   # the seeds in one process
   lnorm sweep ... --select validation/error --wandb-sweep sweep.yaml   # for wandb agent
 """
 
@@ -67,6 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "each run was selected.")
   parser.add_argument("--parallel", type=int, default=1, metavar="N",
                       help="Run N members at once as separate processes (default 1).")
+  parser.add_argument("--seeds-per-process", type=int, default=1, metavar="K",
+                      help="Train up to K members that differ in their seed only "
+                      "together, in one process (lnorm train --seeds), each into its own "
+                      "workdir as before (default 1: one member a process). Meant for a "
+                      "GPU; slower on a CPU core (docs/benchmark.md, 'Seeds together').")
   parser.add_argument("--print-commands", action="store_true",
                       help="Print one 'lnorm train' command per member and exit, to "
                       "hand the sweep to a scheduler (a SLURM job array runs line "
@@ -113,6 +119,9 @@ def _write_wandb_sweep(args, space: SweepSpace, overrides: dict[str, str]) -> in
 
 
 def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
+  if args.seeds_per_process < 1:
+    raise UserError(f"--seeds-per-process {args.seeds_per_process}: train at least 1 seed "
+                    "a process.")
   space = build_space(args)
   if args.wandb_sweep:
     return _write_wandb_sweep(args, space, overrides)
@@ -125,13 +134,15 @@ def run(args: argparse.Namespace, overrides: dict[str, str]) -> int:
     print(dry_run.sweep_text(plans), end="")
     return 0
   if args.print_commands:
-    members, _ = sweep_lib.prepare(args.config, space, args.workdir, overrides)
+    members, configs = sweep_lib.prepare(args.config, space, args.workdir, overrides)
     sweep_lib.print_commands(args.config, members, overrides,
-                             sweep_lib.sweep_label(args.workdir, args.sweep))
+                             sweep_lib.sweep_label(args.workdir, args.sweep),
+                             seeds_per_process=args.seeds_per_process, configs=configs)
     return 0
   summary = sweep_lib.run_sweep(args.config, space, args.workdir, overrides,
                                 parallel=args.parallel, figures=not args.no_figures,
-                                name=args.sweep, select=args.select)
+                                name=args.sweep, select=args.select,
+                                seeds_per_process=args.seeds_per_process)
   print()
   print(summary.table())
   print(f"\nSummary written to {args.workdir}/{sweep_lib.SUMMARY_FILE}"

@@ -1,12 +1,16 @@
-"""``lnorm train``: one config, one workdir; rerunning the same command resumes."""
+"""``lnorm train``: one config, one workdir; rerunning the same command resumes.
+``--seeds 0,1,2`` trains several seeds of the config together, each into its workdir
+(``--workdir runs/ln/seed={seed}``)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import os
 
 from lnorm import config as config_lib
+from lnorm.errors import UserError
 
 #: After the arguments in ``lnorm train --help``. (The module must stay light: no
 #: JAX, no wandb, so that --help is fast.)
@@ -25,6 +29,16 @@ A damaged workdir is repaired on the rerun: a checkpoint that does not restore i
 moved aside (<step>.damaged) and the run resumes from the newest intact one; a line
 of metrics.jsonl that a kill cut short is dropped and its step trained and logged
 again. Each repair is one warning line.
+
+Seeds together: --seeds 0,1,2 (or 0-4) trains the config at each seed in one
+compiled program (jax.vmap over the seeds' states, batches and keys), each into the
+workdir --workdir names with {seed} replaced by its seed (--workdir runs/ln/seed={seed};
+{seed} in --config.wandb.name is replaced too). Each seed's workdir is exactly the run
+`lnorm train --config.seed=S` makes (its records, checkpoints and numbers, bit for
+bit): either command resumes it. A seed whose loss is not finite stops alone; the
+others go on. Meant for a GPU, which one seed at a small batch leaves mostly idle;
+on a CPU core K seeds together cost more than K runs in turn (docs/benchmark.md,
+"Seeds together").
 
 The log is also appended to <workdir>/train.log ($LNORM_TRAIN_LOG=0: not).
 
@@ -47,6 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "configs/perm_mnist.py:norm=ln,batch_size=4.")
   parser.add_argument("--workdir", required=True,
                       help="Where checkpoints, config.json and metrics.jsonl go.")
+  parser.add_argument("--seeds", default=None, metavar="0,1,2",
+                      help="Train these seeds of the config together, in one compiled "
+                      "program, each into --workdir with {seed} replaced by it (e.g. "
+                      "--workdir runs/ln/seed={seed}); see below.")
   parser.add_argument("--dry-run", action="store_true",
                       help="Print the resolved config, the data it would load (source and "
                       "split sizes) and the number of updates, and whether the workdir "
@@ -76,28 +94,74 @@ def _run(args: argparse.Namespace, overrides: dict[str, str], signals) -> int:
                              "same command to continue."):
     from lnorm.training import run_files  # pylint: disable=g-import-not-at-top
     from lnorm.training import workdir_lock  # pylint: disable=g-import-not-at-top
-    from lnorm.training.loop import train_and_evaluate  # pylint: disable=g-import-not-at-top
+    from lnorm.training import loop  # pylint: disable=g-import-not-at-top
     from lnorm.training import process  # pylint: disable=g-import-not-at-top
     from lnorm.training import assembly  # pylint: disable=g-import-not-at-top
     config = load(args.config, overrides)
+    seeds = _seeds(args, overrides)
+    if seeds is not None:
+      loop.check_seeds_together(config)
     if args.dry_run:
       from lnorm.training import dry_run  # pylint: disable=g-import-not-at-top
       print("Dry run: nothing is trained or written.")
-      print(dry_run.plan(config, args.workdir).text(), end="")
+      if seeds is None:
+        print(dry_run.plan(config, args.workdir).text(), end="")
+      else:
+        datasets: dict = {}
+        print(dry_run.sweep_text({
+            f"seed={seed}": dry_run.plan(seeded, run_files.with_seed(args.workdir, seed),
+                                         datasets)
+            for seed, seeded in zip(seeds, loop.seed_configs(config, seeds))}), end="")
       return 0
     # Before any other JAX call; the processes of one multi-host job share the
     # workdir, and the first of them holds it for the job.
     process.set_up(config)
     # The run's one check, before the workdir is made or any data loads.
     task = assembly.check(config)
-  workdir = workdir_lock.make_workdir(args.workdir)
+  workdirs = ([args.workdir] if seeds is None else
+              [run_files.with_seed(args.workdir, seed) for seed in seeds])
+  workdirs = [workdir_lock.make_workdir(w) for w in workdirs]
   import jax  # pylint: disable=g-import-not-at-top
   from lnorm.training import distributed  # pylint: disable=g-import-not-at-top
-  # Held before anything in the workdir is read or written: a second job stops here.
-  with (workdir_lock.hold(workdir, "lnorm train") if jax.process_index() == 0
-        else contextlib.nullcontext()), run_files.log_file(workdir), \
-      distributed.errors_end_the_job():
-    # The run's log stays in its workdir, as a sweep member's does.
-    metrics = train_and_evaluate(config, args.workdir, task, signals)
-  print(json.dumps({"workdir": args.workdir, "final": metrics}, indent=2, default=str))
+  with contextlib.ExitStack() as held:
+    for workdir in workdirs:
+      # Held before anything in the workdir is read or written: a second job stops here.
+      if jax.process_index() == 0:
+        held.enter_context(workdir_lock.hold(workdir, "lnorm train"))
+      # The run's log stays in its workdir, as a sweep member's does.
+      held.enter_context(run_files.log_file(workdir))
+    held.enter_context(distributed.errors_end_the_job())
+    if seeds is None:
+      metrics = loop.train_and_evaluate(config, args.workdir, task, signals)
+    else:
+      finals = loop.train_seeds(config, seeds, workdirs, task, signals)
+  if seeds is None:
+    print(json.dumps({"workdir": args.workdir, "final": metrics}, indent=2, default=str))
+  else:
+    print(json.dumps({"seeds": {str(seed): {"workdir": w, "final": final}
+                                for seed, w, final in zip(seeds, workdirs, finals)}},
+                     indent=2, default=str))
   return 0
+
+
+def _seeds(args: argparse.Namespace, overrides: dict[str, str]) -> list[int] | None:
+  """The seeds of ``--seeds``, checked against ``--workdir`` and the overrides; None
+  without it."""
+  from lnorm.training import run_files  # pylint: disable=g-import-not-at-top
+  field = run_files.SEED_FIELD
+  if args.seeds is None:
+    if field in args.workdir:
+      raise UserError(f"--workdir {args.workdir} holds {field}, which --seeds fills in: "
+                      "give the seeds (--seeds 0,1,2), or a --workdir without "
+                      f"{field}.")
+    return None
+  from lnorm.sweeps.benchmark_suite import parse_seeds  # pylint: disable=g-import-not-at-top
+  seeds = parse_seeds(args.seeds)
+  if "seed" in overrides:
+    raise UserError(f"--seeds {args.seeds} and --config.seed={overrides['seed']} both "
+                    "give the seed: drop --config.seed.")
+  if field not in args.workdir:
+    raise UserError(f"--seeds {args.seeds} trains each seed into a workdir of its own: "
+                    f"put {field} in --workdir, e.g. --workdir "
+                    f"{os.path.join(args.workdir, 'seed=' + field)}.")
+  return seeds

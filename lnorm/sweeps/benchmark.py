@@ -639,11 +639,13 @@ def unfinished(plan: Plan, records: str) -> list[suite.Member]:
 
 def run(plan: Plan, records: str, parallel: int = 1,
         signals: runner.StopSignals | None = None,
-        limit: TimeLimit | None = None) -> list[str]:
+        limit: TimeLimit | None = None, seeds_per_process: int = 1) -> list[str]:
   """Runs (or resumes) one experiment's members and saves the finished ones' records;
   returns the members that failed. ``signals``: the command's (``runner.stop_signals``),
   which its sweeps share. ``limit``: the command's time limit, before which a member is
   started only if its group's records say it can finish (:func:`expected_seconds`).
+  ``seeds_per_process``: up to that many seeds of a group train together, in one
+  process (``runner.seed_groups``).
 
   Members with records are restored into their workdirs first, so the runner skips
   them; the records are saved even when the sweep is interrupted (on SIGTERM without
@@ -659,8 +661,9 @@ def run(plan: Plan, records: str, parallel: int = 1,
       restore_records(path, workdir)
   todo = [m for m in plan.members if not is_over(runner_members[m.name].workdir,
                                                  configs[m.name])]
-  # One at a time, seed by seed; in parallel, a group's seeds at once.
-  batches = ([[m] for m in todo] if parallel <= 1 else
+  # One at a time, seed by seed (K seeds by K seeds together); in parallel, a group's
+  # seeds at once.
+  batches = (seed_chunks(todo, seeds_per_process) if parallel <= 1 else
              [[m for m in todo if m.group == g] for g in plan.groups()])
   failed = []
   signals = signals or runner.stop_signals()
@@ -680,7 +683,8 @@ def run(plan: Plan, records: str, parallel: int = 1,
       summary = runner.run_sweep(plan.setting.config, seed_space(members),
                                  plan.group_workdir(group), plan.group_overrides(members[0]),
                                  parallel=parallel, figures=False,
-                                 name=plan.sweep_name(group), signals=signals)
+                                 name=plan.sweep_name(group), signals=signals,
+                                 seeds_per_process=seeds_per_process)
       # A member that stopped as not finite is recorded as such: not a failure to retry.
       over = {runner_members[m.name].name for m in members
               if is_over(runner_members[m.name].workdir, configs[m.name])}
@@ -808,15 +812,37 @@ class TimeLimit:
       os.kill(os.getpid(), signal.SIGTERM)
 
 
-def print_commands(plans_: Iterable[Plan], records: str, out=None) -> int:
-  """One ``lnorm train`` line per member that is not finished; returns how many."""
+def seed_chunks(members: Sequence[suite.Member], per_process: int
+                ) -> list[list[suite.Member]]:
+  """``members`` (in the suite's order, seed by seed) in the runs one member at a time
+  makes: each member alone, or with ``per_process`` seeds a process, each group's seeds
+  in chunks of that many, the first chunk of every group before any second."""
+  if per_process <= 1:
+    return [[m] for m in members]
+  chunks: dict[str, list[list[suite.Member]]] = {}
+  for m in members:
+    group = chunks.setdefault(m.group, [[]])
+    if len(group[-1]) == per_process:
+      group.append([])
+    group[-1].append(m)
+  rounds = max(len(c) for c in chunks.values()) if chunks else 0
+  return [c[i] for i in range(rounds) for c in chunks.values() if i < len(c)]
+
+
+def print_commands(plans_: Iterable[Plan], records: str, out=None,
+                   seeds_per_process: int = 1) -> int:
+  """One ``lnorm train`` line per member that is not finished (per chunk of
+  :func:`seed_chunks`, its seeds together); returns how many members."""
   count = 0
   for plan in plans_:
     todo = unfinished(plan, records)
-    for m in todo:
-      runner_members, _ = plan.prepare([m])
-      runner.print_commands(plan.setting.config, [runner_members[m.name]],
-                            plan.group_overrides(m), plan.sweep_name(m.group), out=out)
+    for chunk in seed_chunks(todo, seeds_per_process):
+      runner_members, configs = plan.prepare(chunk)
+      runner.print_commands(plan.setting.config, [runner_members[m.name] for m in chunk],
+                            plan.group_overrides(chunk[0]), plan.sweep_name(chunk[0].group),
+                            out=out, seeds_per_process=seeds_per_process,
+                            configs={runner_members[m.name].name: configs[m.name]
+                                     for m in chunk})
     count += len(todo)
   return count
 

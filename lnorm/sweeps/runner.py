@@ -21,6 +21,7 @@ first one runs, imports JAX (through the experiment's task); summaries do not.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import csv
 import dataclasses
 import json
@@ -47,7 +48,7 @@ from lnorm.analysis.runs import (SWEEP_FILE, Run, distinguishing_keys, epoch_rec
 from lnorm.sweeps.space import SweepSpace
 from lnorm.training import run_files
 from lnorm.training import workdir_lock
-from lnorm.training.defaults import is_complete
+from lnorm.training.defaults import is_complete, seeds_together_problem
 from lnorm.training.stop_signals import StopSignals
 
 SUMMARY_FILE = "summary.csv"
@@ -193,12 +194,78 @@ def train_argv(config_spec: str, member: Member, extra: Mapping[str, str],
           + [f"--config.{k}={v}" for k, v in overrides.items()])
 
 
-def print_commands(config_spec: str, members: Sequence[Member], extra: Mapping[str, str],
-                   sweep_name: str, out=None) -> None:
-  """One shell line per member, e.g. for a SLURM job array (line $SLURM_ARRAY_TASK_ID)."""
-  out = out or sys.stdout
+#: The config field ``lnorm train --seeds`` trains several values of in one process.
+SEED_KEY = "seed"
+
+
+def group_argv(config_spec: str, group: Sequence[Member], extra: Mapping[str, str],
+               sweep_name: str) -> list[str]:
+  """The ``lnorm train`` arguments of a group of :func:`seed_groups` (after the
+  program name): one member's own, or ``--seeds`` and the members' workdir pattern."""
+  if len(group) == 1:
+    return train_argv(config_spec, group[0], extra, sweep_name)
+  first = group[0]
+  pattern = _seed_pattern(first)
+  argv = train_argv(config_spec, dataclasses.replace(
+      first, name=os.path.basename(pattern),
+      overrides={k: v for k, v in first.overrides.items() if k != SEED_KEY},
+      workdir=pattern), extra, sweep_name)
+  return argv + ["--seeds", ",".join(m.overrides[SEED_KEY] for m in group)]
+
+
+def seed_groups(members: Sequence[Member], per_process: int,
+                extra: Mapping[str, str] | None = None,
+                configs: Mapping[str, Any] | None = None) -> list[list[Member]]:
+  """``members`` in groups that one ``lnorm train`` process trains: up to
+  ``per_process`` members that differ in their seed only (``lnorm train --seeds``), in
+  the order of their first member; a member that cannot share a process (its seed
+  not in its name, or fixed by the command's ``extra``, or its config's seeds cannot
+  train together: ``configs`` by member name, ``seeds_together_problem``) is a group
+  of its own."""
+  if per_process <= 1 or SEED_KEY in (extra or {}):
+    return [[m] for m in members]
+  by_setting: dict[Any, list[list[Member]]] = {}
+  groups: list[list[Member]] = []
   for m in members:
-    print(shlex.join(["lnorm", *train_argv(config_spec, m, extra, sweep_name)]), file=out)
+    pattern = _seed_pattern(m)
+    if pattern is None or (configs and seeds_together_problem(configs[m.name])):
+      groups.append([m])
+      continue
+    setting = (pattern, tuple(sorted((k, v) for k, v in m.overrides.items()
+                                     if k != SEED_KEY)))
+    chunks = by_setting.setdefault(setting, [])
+    if not chunks or len(chunks[-1]) == per_process:
+      chunks.append([])
+      groups.append(chunks[-1])
+    chunks[-1].append(m)
+  return groups
+
+
+def _seed_pattern(member: Member) -> str | None:
+  """The member's workdir with its seed as ``run_files.SEED_FIELD``, which ``lnorm
+  train --seeds`` fills in: where its name says ``seed=<s>`` once; else None."""
+  seed = member.overrides.get(SEED_KEY)
+  if seed is None or not seed.isdigit():
+    return None
+  parts = member.name.split(",")
+  own = f"{SEED_KEY}={seed}"
+  if parts.count(own) != 1:
+    return None
+  parts[parts.index(own)] = f"{SEED_KEY}={run_files.SEED_FIELD}"
+  pattern = os.path.join(os.path.dirname(member.workdir), ",".join(parts))
+  return pattern if run_files.with_seed(pattern, seed) == member.workdir else None
+
+
+def print_commands(config_spec: str, members: Sequence[Member], extra: Mapping[str, str],
+                   sweep_name: str, out=None, seeds_per_process: int = 1,
+                   configs: Mapping[str, Any] | None = None) -> None:
+  """One shell line per member, e.g. for a SLURM job array (line $SLURM_ARRAY_TASK_ID);
+  with ``seeds_per_process``, one per group of :func:`seed_groups` (``configs`` as
+  there)."""
+  out = out or sys.stdout
+  for group in seed_groups(members, seeds_per_process, extra, configs):
+    print(shlex.join(["lnorm", *group_argv(config_spec, group, extra, sweep_name)]),
+          file=out)
 
 
 @dataclasses.dataclass
@@ -209,29 +276,41 @@ class Outcome:
   returncode: int = 0
 
 
-def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], sweep_name: str,
-                stream: bool, signals: StopSignals) -> Outcome:
-  os.makedirs(member.workdir, exist_ok=True)
+def _run_group(config_spec: str, group: Sequence[Member], configs: Mapping[str, Any],
+               extra: Mapping[str, str], sweep_name: str, stream: bool,
+               signals: StopSignals) -> list[Outcome]:
+  """Trains a group of :func:`seed_groups` in one ``lnorm train`` process, its output
+  in every member's ``train.log``; each member's outcome."""
+  for m in group:
+    os.makedirs(m.workdir, exist_ok=True)
   # The member's output is no terminal: it logs a plain progress line now and then.
-  argv = [sys.executable, "-m", "lnorm", *train_argv(config_spec, member, extra, sweep_name)]
+  argv = [sys.executable, "-m", "lnorm", *group_argv(config_spec, group, extra, sweep_name)]
   start = time.time()
-  with open(os.path.join(member.workdir, LOG_FILE), "a") as log:
-    log.write(f"\n$ {shlex.join(argv)}\n")
-    log.flush()
-    # The member's whole output goes to its train.log here: it must not add its own.
-    proc = signals.start(argv, stdout=subprocess.PIPE if stream else log,
-                            stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, run_files.LOG_FILE_ENV: "0"})
-    if stream:  # Sequential: the user sees the member's log as it runs.
+  with contextlib.ExitStack() as files:
+    logs = [files.enter_context(open(os.path.join(m.workdir, LOG_FILE), "a"))
+            for m in group]
+    for log in logs:
+      log.write(f"\n$ {shlex.join(argv)}\n")
+      log.flush()
+    # The whole output goes to the train.logs here: the process must not add its own.
+    # One member's log takes it straight from the process when no one reads it.
+    direct = not stream and len(logs) == 1
+    proc = signals.start(argv, stdout=logs[0] if direct else subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True,
+                         env={**os.environ, run_files.LOG_FILE_ENV: "0"})
+    if not direct:  # Sequential: the user sees the member's log as it runs.
       try:
         for line in proc.stdout:
-          log.write(line)
-          sys.stdout.write(f"  {line}")
+          for log in logs:
+            log.write(line)
+          if stream:
+            sys.stdout.write(f"  {line}")
       except KeyboardInterrupt:
         # The member got the same Ctrl-C and is saving a checkpoint: keep reading its
         # output, or it would die of a broken pipe before it finished saving.
         for line in proc.stdout:
-          log.write(line)
+          for log in logs:
+            log.write(line)
     code = signals.wait(proc)
   seconds = time.time() - start
   status = {0: "finished", INTERRUPTED_CODE: "interrupted"}.get(code, "failed")
@@ -239,7 +318,27 @@ def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], swee
     # The sweep's SIGTERM reached the member before it could save (during its start,
     # where SIGTERM ends it at once: it has trained nothing since its checkpoint).
     status = "interrupted"
-  return Outcome(member, status, seconds, code)
+  if len(group) == 1 or code == 0:
+    return [Outcome(m, status, seconds, code) for m in group]
+  # Seeds together: a seed that stopped (on a value that was not finite) failed alone,
+  # and one that was done before the signal came is finished.
+  return [Outcome(m, "finished" if is_finished(m.workdir, configs[m.name]) else status,
+                  seconds, code) for m in group]
+
+
+def _run_member(config_spec: str, member: Member, extra: Mapping[str, str], sweep_name: str,
+                stream: bool, signals: StopSignals) -> Outcome:
+  """Trains one member in an ``lnorm train`` process of its own; its outcome."""
+  (outcome,) = _run_group(config_spec, [member], {}, extra, sweep_name, stream, signals)
+  return outcome
+
+
+def _group_name(group: Sequence[Member]) -> str:
+  """A group of :func:`seed_groups` as the sweep's log names it."""
+  if len(group) == 1:
+    return group[0].name
+  return (f"{os.path.basename(_seed_pattern(group[0]))} (seeds "
+          f"{', '.join(m.overrides[SEED_KEY] for m in group)} together)")
 
 
 def _members_text(names: Sequence[str]) -> str:
@@ -255,14 +354,16 @@ def run_sweep(config_spec: str, space: SweepSpace, workdir: str,
               extra: Mapping[str, str] | None = None, parallel: int = 1,
               figures: bool = True, name: str | None = None,
               select: str | None = None,
-              signals: StopSignals | None = None) -> "Summary":
+              signals: StopSignals | None = None,
+              seeds_per_process: int = 1) -> "Summary":
   """Runs (or resumes) every member of a sweep, then summarises it.
 
   ``name`` is the named sweep's (``--sweep``), if any; ``select`` a metric to choose
   the best setting on (``lnorm.analysis.selection``); ``signals`` the command's (a
-  benchmark's, whose sweeps share them), else :func:`stop_signals`. Returns the
-  summary; members that failed are listed there, their logs in
-  ``<workdir>/<member>/train.log``.
+  benchmark's, whose sweeps share them), else :func:`stop_signals`;
+  ``seeds_per_process``: up to that many members that differ in their seed only train
+  together, in one process (:func:`seed_groups`). Returns the summary; members that
+  failed are listed there, their logs in ``<workdir>/<member>/train.log``.
   """
   extra = dict(extra or {})
   sweep_name = sweep_label(workdir, name)
@@ -272,11 +373,13 @@ def run_sweep(config_spec: str, space: SweepSpace, workdir: str,
   # One sweep per folder (each member's `lnorm train` holds the member's workdir too).
   with workdir_lock.hold(workdir, f"lnorm sweep {sweep_name}"):
     return _run_members(config_spec, space, workdir, members, configs, extra, parallel,
-                        figures, name, select, sweep_name, signals or stop_signals())
+                        figures, name, select, sweep_name, signals or stop_signals(),
+                        seeds_per_process)
 
 
 def _run_members(config_spec, space, workdir, members, configs, extra, parallel, figures,
-                 name, select, sweep_name, signals: StopSignals) -> "Summary":
+                 name, select, sweep_name, signals: StopSignals,
+                 seeds_per_process: int = 1) -> "Summary":
   """``run_sweep`` once it holds the sweep's folder."""
   _write_sweep_file(workdir, config_spec, name, space, members, extra)
 
@@ -287,57 +390,64 @@ def _run_members(config_spec, space, workdir, members, configs, extra, parallel,
       print(f"[sweep {sweep_name}] {m.name}: already finished, skipped.", flush=True)
     else:
       todo.append(m)
+  groups = seed_groups(todo, seeds_per_process, extra, configs)
   start = time.time()
   lock = threading.Lock()
 
-  def one(i_m):
-    i, m = i_m
+  def one(i_group):
+    i, group = i_group
     if signals.received:  # Start no member once the sweep was asked to stop.
       return None
+    resuming = any(os.path.exists(os.path.join(m.workdir, "checkpoints")) for m in group)
+    where = group[0].workdir if len(group) == 1 else _seed_pattern(group[0])
     with lock:
-      print(f"[sweep {sweep_name}] ({i + 1}/{len(todo)}) {m.name}: "
-            f"{'resuming' if os.path.exists(os.path.join(m.workdir, 'checkpoints')) else 'starting'}"
-            f" in {m.workdir}", flush=True)
-    o = _run_member(config_spec, m, extra, sweep_name, parallel <= 1, signals)
+      print(f"[sweep {sweep_name}] ({i + 1}/{len(groups)}) {_group_name(group)}: "
+            f"{'resuming' if resuming else 'starting'} in {where}", flush=True)
+    outs = ([_run_member(config_spec, group[0], extra, sweep_name, parallel <= 1, signals)]
+            if len(group) == 1 else
+            _run_group(config_spec, group, configs, extra, sweep_name, parallel <= 1,
+                       signals))
     with lock:
-      msg = {"finished": "done",
-             "interrupted": "interrupted (a rerun resumes it from its last checkpoint)"}.get(
-          o.status, f"FAILED with exit code {o.returncode}; see "
-          f"{os.path.join(m.workdir, LOG_FILE)}")
-      print(f"[sweep {sweep_name}] {m.name}: {msg} ({o.seconds:.0f} s)", flush=True)
-    return o
+      for o in outs:
+        msg = {"finished": "done",
+               "interrupted": "interrupted (a rerun resumes it from its last checkpoint)"
+               }.get(o.status, f"FAILED with exit code {o.returncode}; see "
+                     f"{os.path.join(o.member.workdir, LOG_FILE)}")
+        print(f"[sweep {sweep_name}] {o.member.name}: {msg} ({o.seconds:.0f} s)",
+              flush=True)
+    return outs
+
+  def record(outs) -> bool:
+    """Keeps a group's outcomes; whether the sweep must stop (None: it was stopped)."""
+    for o in outs or ():
+      outcomes[o.member.name] = o
+    return outs is None or any(o.status == "interrupted" for o in outs)
 
   stop = threading.Event()  # Set when a member was interrupted: start no others.
   try:
     with signals:
       if parallel <= 1:
-        for i, m in enumerate(todo):
-          o = one((i, m))
-          if o is not None:
-            outcomes[m.name] = o
-          if o is None or o.status == "interrupted":  # None: the sweep was stopped.
+        for i_group in enumerate(groups):
+          if record(one(i_group)):
             stop.set()
             break
       else:
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=parallel)
 
-        def guarded(i_m):
-          return None if stop.is_set() else one(i_m)
+        def guarded(i_group):
+          return None if stop.is_set() else one(i_group)
 
-        futures = [pool.submit(guarded, i_m) for i_m in enumerate(todo)]
+        futures = [pool.submit(guarded, i_group) for i_group in enumerate(groups)]
         try:
           for future in concurrent.futures.as_completed(futures):
-            o = future.result()
-            if o is not None:
-              outcomes[o.member.name] = o
-            if o is None or o.status == "interrupted":
+            if record(future.result()):
               stop.set()
         except KeyboardInterrupt:
           stop.set()  # The running members got the Ctrl-C too and are saving.
         pool.shutdown(wait=True, cancel_futures=True)
         for future in futures:
-          if future.done() and not future.cancelled() and future.result() is not None:
-            outcomes[future.result().member.name] = future.result()
+          if future.done() and not future.cancelled():
+            record(future.result())
       stopped_by = signals.received
   finally:
     _append_timing(workdir, time.time() - start,

@@ -70,6 +70,14 @@ class AssembledRun:
       self._compiled[key] = build()
     return self._compiled[key]
 
+  def for_seed(self, config: ml_collections.ConfigDict) -> "AssembledRun":
+    """This run with ``config``, the same but for its seed (``train_seeds``): that
+    config and its task, this run's data, model, mesh and schedule, and what its hooks
+    compiled, which take the seed's state and keys as arguments."""
+    other = dataclasses.replace(self, config=config, task=task_lib.load_task(config))
+    object.__setattr__(other, "_compiled", self._compiled)
+    return other
+
   @property
   def num_epochs(self) -> int:
     return -(-self.total_steps // self.steps_per_epoch)

@@ -287,6 +287,19 @@ def lower_is_better(metric: str) -> bool:
   return not _HIGHER_IS_BETTER.search(metric)
 
 
+def seeds_together_problem(config: Any) -> str | None:
+  """Why seeds of ``config`` cannot train together in one program (``lnorm train
+  --seeds``), or None when they can."""
+  buckets = config.get("length_buckets")
+  if buckets is not None and buckets.get("num", 1) > 1:
+    # Padded to the longest seed's bucket, a batch is another computation for a model
+    # that reads its padding (the attentive reader's clip rule does): no longer the
+    # seed's run alone.
+    return ("its length_buckets.num > 1 pads each seed's batches to a length of their "
+            "own, which seeds stacked in one program cannot keep")
+  return None
+
+
 def has_diverged(points: Sequence[Mapping[str, Any]]) -> bool:
   """Whether the last record of a run's metrics says it stopped as not finite."""
   return bool(points) and DIVERGED_AT in points[-1]

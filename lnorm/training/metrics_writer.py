@@ -178,8 +178,11 @@ def import_wandb(mode: str, why: str):
         "(or WANDB_MODE=disabled).") from e
 
 
-def start_wandb(workdir: str, config: Mapping[str, Any], wandb_config: Any):
-  """The run's wandb run, or None when wandb is disabled.
+def start_wandb(workdir: str, config: Mapping[str, Any], wandb_config: Any,
+                several: bool = False):
+  """The run's wandb run, or None when wandb is disabled; ``several``: one of several
+  runs this process logs at once (seeds trained together), each a wandb run of its
+  own.
 
   Online, a server that cannot be reached within INIT_TIMEOUT_SECONDS (no network, a
   firewall) is not a reason to lose the run: it logs offline instead, with one warning
@@ -194,7 +197,8 @@ def start_wandb(workdir: str, config: Mapping[str, Any], wandb_config: Any):
       project=wandb_config.project, entity=wandb_config.get("entity") or None,
       group=wandb_config.get("group") or None, name=wandb_config.get("name") or None,
       tags=list(wandb_config.get("tags", ()) or ()), config=dict(config),
-      dir=workdir, id=stable_run_id(workdir), resume="allow")
+      dir=workdir, id=stable_run_id(workdir), resume="allow",
+      **({"reinit": "create_new"} if several else {}))
   # $WANDB_INIT_TIMEOUT, when set, is wandb's; passed settings would override it.
   settings = (None if os.environ.get("WANDB_INIT_TIMEOUT")
               else wandb.Settings(init_timeout=INIT_TIMEOUT_SECONDS))
@@ -235,14 +239,14 @@ class MetricWriter:
   """Appends metric points; only process 0 writes."""
 
   def __init__(self, workdir: str, config: Mapping[str, Any], wandb_config: Any,
-               resume_step: int = 0):
+               resume_step: int = 0, several: bool = False):
     self.workdir = workdir
     self.active = jax.process_index() == 0
     self._run = None
     if not self.active:
       return
     self._truncate_after(resume_step)
-    self._run = start_wandb(workdir, config, wandb_config)
+    self._run = start_wandb(workdir, config, wandb_config, several)
 
   def _truncate_after(self, step: int) -> None:
     """Drops the points logged after the checkpoint we resume from, and lines cut

@@ -20,6 +20,16 @@ LOG_FILE = "train.log"
 LOG_FILE_ENV = "LNORM_TRAIN_LOG"
 
 
+#: In a workdir's path (and a wandb name), the seed of a run that trains several
+#: seeds into a workdir each (``lnorm train --seeds``): runs/ln/seed={seed}.
+SEED_FIELD = "{seed}"
+
+
+def with_seed(pattern: str, seed: int) -> str:
+  """``pattern`` with its :data:`SEED_FIELD` replaced by ``seed``."""
+  return pattern.replace(SEED_FIELD, str(seed))
+
+
 def read_jsonl(path: str) -> list[dict[str, Any]]:
   """The records of a JSON-lines file; [] if it does not exist."""
   if not os.path.exists(path):

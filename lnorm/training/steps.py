@@ -6,6 +6,11 @@
 evaluates a run's splits the same way at every evaluation; ``length_buckets`` is the
 padded lengths a run's batches take. The state they step is built by
 ``lnorm.training.train_state``.
+
+Several seeds train together through the same functions under ``jax.vmap``
+(``train_chunk_over_seeds``: over the seeds' states, batches and keys, each seed's
+arrays on a leading axis; ``eval_step_over_seeds``: over their states, on one batch,
+so that ``evaluate`` gives each metric as one value per seed).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 import optax
 
 from lnorm.data import batching
@@ -111,6 +117,20 @@ def make_train_chunk(train_step: Callable) -> Callable:
   return chunk
 
 
+def train_chunk_over_seeds(train_chunk: Callable, state_axes: Any) -> Callable:
+  """``make_train_chunk``'s call over several seeds at once: the stacked states (their
+  seed axes ``state_axes``, ``train_state.stack_seeds``'), batches ``[S, K, B, ...]``
+  and keys ``[S]``; every output but the state's shared counters has a seed axis."""
+  return jax.vmap(train_chunk, in_axes=(state_axes, 0, 0), out_axes=(state_axes, 0))
+
+
+def eval_step_over_seeds(eval_step: Callable, state_axes: Any) -> Callable:
+  """``make_eval_step``'s step over several seeds' stacked states (their seed axes
+  ``state_axes``), each seeing the same batch: its sums have a leading seed axis, its
+  example count does not."""
+  return jax.vmap(eval_step, in_axes=(state_axes, None), out_axes=(0, None))
+
+
 def make_eval_step(task: Task, model: nn.Module) -> Callable:
   def eval_step(state: TrainState, batch):
     outputs = model.apply({"params": state.params, "batch_stats": state.batch_stats},
@@ -125,9 +145,10 @@ def make_eval_step(task: Task, model: nn.Module) -> Callable:
 def evaluate(eval_step: Callable, state: TrainState, arrays, batch_size: int,
              mesh, buckets: batching.LengthBuckets | None = None,
              progress: Callable[..., Progress] | None = None) -> dict[str, float]:
-  """Means of the task's per-example metrics over a whole split. ``progress``, if
+  """Means of the task's per-example metrics over a whole split: floats, or from an
+  ``eval_step_over_seeds``, a float64 array of the seeds' means each. ``progress``, if
   given, makes the Progress that counts its batches (``total=``, ``unit=``)."""
-  totals: dict[str, float] = {}
+  totals: dict[str, Any] = {}
   count = 0.0
   num_examples = len(next(iter(arrays.values()))) if arrays else 0
   report = (progress(total=-(-num_examples // batch_size), unit="batch")
@@ -137,14 +158,16 @@ def evaluate(eval_step: Callable, state: TrainState, arrays, batch_size: int,
                                        buckets=buckets):
       sums, n = eval_step(state, parallel.shard_batch(batch, mesh))
       for k, v in jax.device_get(sums).items():
-        totals[k] = totals.get(k, 0.0) + float(v)
+        # In float64, as Python's floats add: a seed's sums are those of its run alone.
+        totals[k] = totals.get(k, 0.0) + np.asarray(v, np.float64)
       count += float(n)
       if report is not None:
         report.update(1)
   finally:
     if report is not None:
       report.close()
-  return {k: v / max(count, 1.0) for k, v in totals.items()}
+  means = {k: v / max(count, 1.0) for k, v in totals.items()}
+  return {k: float(v) if np.ndim(v) == 0 else v for k, v in means.items()}
 
 
 def length_buckets(config: ml_collections.ConfigDict, task: Task,

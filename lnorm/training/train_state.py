@@ -15,15 +15,22 @@ a command needs one:
   state it starts from (``checkpoint_policy.resume``);
 * :meth:`~TrainStateInitializer.from_kept`: a state whose variables are the ones a run
   kept beside its checkpoints (the best on validation so far, ``best_model``).
+
+Several seeds of one config train together (``lnorm.training.loop.train_seeds``) as
+one state whose arrays have a leading seed axis (the counters they share aside):
+:func:`stack_seeds` makes it from the seeds' own states, :func:`seed_of` gives one
+seed's state back (what its checkpoint holds, the same as a run of that seed alone),
+:func:`keep_seeds` drops the seeds that stopped.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from flax.training import train_state
@@ -44,6 +51,59 @@ def seed_keys(seed: int) -> tuple[jax.Array, jax.Array]:
   first, every training step's rngs from the second (folded in with the step)."""
   init_rng, train_rng = jax.random.split(jax.random.key(seed))
   return init_rng, train_rng
+
+
+#: How ``stack_seeds`` stacks a state's arrays: ``SEED_AXIS`` (0), a leading seed
+#: axis; ``SHARED`` (None), one array for every seed.
+SEED_AXIS, SHARED = 0, None
+
+
+def stack_seeds(states: Sequence[Any]) -> tuple[Any, Any]:
+  """``(stacked, axes)``: the seeds' states as one, and where its seed axis is.
+
+  Every array is stacked on a new leading axis (the seeds in order) but the integer
+  scalars every seed holds alike, the counters of a schedule the seeds share (the
+  step, Adam's count), which stay one array: ``axes`` (the state's structure, each
+  array's ``SEED_AXIS`` or ``SHARED``) says which, as ``jax.vmap``'s ``in_axes`` and
+  ``out_axes`` take it. Shared, a counter is a scalar in the compiled step as in a run
+  alone, which keeps XLA's rewrites, and each seed's numbers, the same: Adam's bias
+  correction, divided by per seed, is turned into a multiplication by its reciprocal.
+  The structure is the first state's: each state has an optimizer of its own
+  (``TrainState.tx``, a static field that compares by identity), the same one."""
+  structure = jax.tree.structure(states[0])
+  leaves = list(zip(*(jax.tree.leaves(s) for s in states)))
+  axes = [SHARED if _same_counter(x) else SEED_AXIS for x in leaves]
+  stacked = [x[0] if axis is SHARED else jnp.stack(x) for x, axis in zip(leaves, axes)]
+  return jax.tree.unflatten(structure, stacked), jax.tree.unflatten(structure, axes)
+
+
+def _same_counter(arrays: Sequence[Any]) -> bool:
+  first = np.asarray(arrays[0])
+  return (first.ndim == 0 and np.issubdtype(first.dtype, np.integer)
+          and all(np.asarray(a) == first for a in arrays[1:]))
+
+
+def seed_of(stacked: Any, axes: Any, index: int) -> Any:
+  """The state of the seed at ``index`` of a :func:`stack_seeds` state: its arrays
+  copied out, so that the stacked state can be donated to the next train call."""
+  return _over_seed_axes(lambda x: x[index], stacked, axes)
+
+
+def keep_seeds(stacked: Any, axes: Any, indices: Sequence[int]) -> Any:
+  """A :func:`stack_seeds` state of the seeds at ``indices`` only."""
+  keep = np.asarray(indices)
+  return _over_seed_axes(lambda x: x[keep], stacked, axes)
+
+
+def as_stack(state: Any, axes: Any) -> Any:
+  """One seed's state as a :func:`stack_seeds` state of it alone, with ``axes``."""
+  return _over_seed_axes(lambda x: x[None], state, axes)
+
+
+def _over_seed_axes(f, stacked: Any, axes: Any) -> Any:
+  """``f`` of every stacked array of ``stacked``; shared ones as they are."""
+  return jax.tree.map(lambda axis, x: x if axis is SHARED else f(x), axes, stacked,
+                      is_leaf=lambda axis: axis is SHARED)
 
 
 def first_training_batch(config: ml_collections.ConfigDict,
