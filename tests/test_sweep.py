@@ -58,7 +58,7 @@ def test_member_names_leave_out_what_other_keys_determine():
 
 
 def test_unknown_sweep_lists_the_available_ones():
-  with pytest.raises(ConfigError, match="Available sweeps: cpu, figure6, paper, perm_mnist, seeds, "
+  with pytest.raises(ConfigError, match="Available sweeps: cpu, figure6, gpu, paper, perm_mnist, seeds, "
                      "speed_b4"):
     sweep_lib.load_sweep("configs/perm_mnist.py", "figure7")
 
