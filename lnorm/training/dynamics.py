@@ -47,7 +47,7 @@ from lnorm.rnn import RecurrentLayer
 from lnorm.training import optim
 from lnorm.training import parallel
 from lnorm.training.assembly import AssembledRun
-from lnorm.training.steps import NORM_METRICS, make_train_chunk, make_train_step
+from lnorm.training.steps import make_train_chunk, make_train_step
 from lnorm.training.train_state import TrainState, seed_keys
 
 #: |x| beyond which sigmoid(x) is outside [0.01, 0.99].
@@ -68,7 +68,7 @@ def replay(run: AssembledRun, num_updates: int,
   (default: the run's initial state)."""
   config = run.config
   rep = parallel.replicated(run.mesh)
-  call = jax.jit(make_train_chunk(make_train_step(run.task, run.model), measure_norms=True),
+  call = jax.jit(make_train_chunk(make_train_step(run.task, run.model)),
                  donate_argnums=0, out_shardings=(rep, rep))
   # Population statistics at each epoch's end, as the loop keeps them (BN only).
   finish_epoch = jax.jit(
@@ -87,9 +87,7 @@ def replay(run: AssembledRun, num_updates: int,
     state, out = call(state, parallel.shard_batch(chunk, run.mesh, 1), rng)
     if run.ends_epoch(step + 1):
       state = finish_epoch(state)
-    # The call's one step: its per-step values' only entry, and the norms it measured.
-    yield step + 1, state, {k: v if k in NORM_METRICS else jax.tree.map(lambda x: x[0], v)
-                            for k, v in out.items()}
+    yield step + 1, state, jax.tree.map(lambda x: x[0], out)
 
 
 def clip_output_norm(grad_norm: jax.Array, stages: Sequence[optim.ClipStage]) -> jax.Array:

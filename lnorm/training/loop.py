@@ -41,10 +41,8 @@ The gradient's record, in epoch records (over the epoch) and at mid-epoch evalua
 (over the steps since the previous one, or since the epoch began):
 
 - ``train/grad_norm``: the global L2 norm of the gradient *before* any clipping, the
-  gradient as the loss gives it. It is measured at the last step of the calls that
-  end where a record reads it (a ``log_every_steps`` multiple, a mid-epoch
-  evaluation, the epoch's end: ``_Training._measures``; the other calls skip its
-  reads, ``steps.make_train_chunk``), and averaged over those;
+  gradient as the loss gives it. With ``steps_per_call > 1`` it is measured at each
+  call's last step only (see ``make_train_step``), and averaged over those;
 - ``train/clipped_fraction``: the share of steps whose gradient the global-norm clip
   (``optimizer.clip_global_norm``) rescaled, and ``train/tensor_clipped_fraction`` the
   share where the per-tensor clip (``optimizer.clip_tensor_norm``) rescaled at least
@@ -246,13 +244,8 @@ class _Training:
                      if config.get("select_on") else None)
 
     rep = parallel.replicated(run.mesh)
-    train_step = make_train_step(run.task, run.model)
-    # Two programs, each compiled on first use: the calls whose last step a record reads
-    # the norms of measure them (``_measures``), the others do not (steps.py says why).
-    self.train_chunks = {
-        measure: jax.jit(make_train_chunk(train_step, measure_norms=measure),
-                         donate_argnums=0, out_shardings=(rep, rep))
-        for measure in (False, True)}
+    self.train_chunk = jax.jit(make_train_chunk(make_train_step(run.task, run.model)),
+                               donate_argnums=0, out_shardings=(rep, rep))
     with_population = lambda s: s.replace(
         batch_stats=finalize_epoch_statistics(s.batch_stats))
     self.finish_epoch_statistics = jax.jit(with_population, donate_argnums=0,
@@ -321,8 +314,7 @@ class _Training:
     self.evaluation_due = False
     while in_epoch < stop:
       k = min(config.steps_per_call, stop - in_epoch)
-      measure = self._measures(step, step + k, ends_epoch=in_epoch + k == stop)
-      state, out = self._train_call(state, step, epoch, in_epoch, k, measure)
+      state, out = self._train_call(state, step, epoch, in_epoch, k)
       before, step = step, step + k
       in_epoch += k
       if crossed_multiple(config.log_every_steps, before, step):
@@ -330,7 +322,7 @@ class _Training:
         # per call, the records pin each update's gradient (tests/test_golden_losses.py).
         self.write(step, {"epoch": step / run.steps_per_epoch,
                           "train/loss": float(np.mean(out["loss"])),
-                          "train/grad_norm": float(out["grad_norm"])})
+                          "train/grad_norm": float(out["grad_norm"][-1])})
       self.evaluation_due = run.schedule.due(before, step)
       if in_epoch < stop and self.evaluation_due:
         with self._off_the_epoch_clock():
@@ -356,23 +348,14 @@ class _Training:
           f"resume from step {step}.")
     return state, step
 
-  def _measures(self, before: int, after: int, ends_epoch: bool) -> bool:
-    """Whether the call from step ``before`` to ``after`` measures the norms at its last
-    step: where a record reads them, a running record (``log_every_steps``), a
-    mid-epoch evaluation's window or the epoch's record. The others skip the reads
-    (``steps.make_train_chunk``)."""
-    return (ends_epoch or crossed_multiple(self.config.log_every_steps, before, after)
-            or self.run.schedule.due(before, after))
-
   def _epoch_stop(self, epoch: int) -> int:
     """Training in an epoch stops at its end, or earlier at max_steps."""
     spe = self.run.steps_per_epoch
     return min(spe, self.run.total_steps - epoch * spe)
 
   def _train_call(self, state: TrainState, step: int, epoch: int, in_epoch: int,
-                  k: int, measure: bool) -> tuple[TrainState, Any]:
-    """Runs ``k`` steps in one jitted call (measuring the norms at the last if
-    ``measure``) and adds them to the records."""
+                  k: int) -> tuple[TrainState, Any]:
+    """Runs ``k`` steps in one jitted call and adds them to the records."""
     run, config, host = self.run, self.config, self.host
     input_start = time.time()
     if self._order[0] != epoch:
@@ -382,7 +365,7 @@ class _Training:
                                  in_epoch, k, run.buckets, self._order[1])
     batches = parallel.shard_batch(chunk, run.mesh, 1)
     input_seconds = time.time() - input_start
-    call = self._executable(state, batches, chunk, k, measure)
+    call = self._executable(state, batches, chunk, k)
     call_start = time.time()
     state, out = call(state, batches, self.train_rng)
     out = jax.device_get(out)
@@ -398,24 +381,22 @@ class _Training:
     records.add_time(host, k * config.batch_size, call_seconds, input_seconds)
     return state, out
 
-  def _executable(self, state: TrainState, batches, chunk, k: int, measure: bool):
-    """The compiled train call for this chunk's shapes (with or without the norms),
-    compiling it on first sight: timed apart, so that the call itself, even the
-    first, counts as training time."""
-    key = (tuple(v.shape for v in chunk.values()), measure)
-    if key not in self._executables:
+  def _executable(self, state: TrainState, batches, chunk, k: int):
+    """The compiled train call for this chunk's shapes, compiling it on first sight:
+    timed apart, so that the call itself, even the first, counts as training time."""
+    shape = tuple(v.shape for v in chunk.values())
+    if shape not in self._executables:
       start = time.time()
-      self._executables[key] = self.train_chunks[measure].lower(
-          state, batches, self.train_rng).compile()
+      self._executables[shape] = self.train_chunk.lower(state, batches,
+                                                        self.train_rng).compile()
       seconds = time.time() - start
       self.host["compile_seconds"] += seconds
       logging.info(
-          "Compiled the train step for %d steps%s%s in %.1f s (%d programs so far).", k,
+          "Compiled the train step for %d steps%s in %.1f s (%d shapes so far).", k,
           "" if self.run.buckets is None else
           f" of {self.run.buckets.feature} length {chunk[self.run.buckets.feature].shape[2]}",
-          ", measuring the norms at the last" if measure else "", seconds,
-          len(self._executables))
-    return self._executables[key]
+          seconds, len(self._executables))
+    return self._executables[shape]
 
   # --- evaluate ---
 

@@ -8,8 +8,7 @@ resumed run's records equal an uninterrupted one's. It holds the current epoch's
 ``lnorm compare`` reads time-to-target on.
 
 - ``add_call`` adds one jitted call's outputs (``lnorm.training.steps``: per-step
-  losses and clip indicators, and the norms its last step measured, in the calls
-  that measure them);
+  losses and clip indicators, norms measured at the call's last step);
 - ``epoch_metrics`` is an epoch record's training part, ``window_metrics`` the
   gradient's record at a mid-epoch evaluation;
 - ``check_finite`` stops the run at the first step whose loss or gradient norm is not
@@ -47,22 +46,20 @@ def initial() -> dict[str, Any]:
 
 
 def add_call(host: dict[str, Any], out, examples: int) -> None:
-  """Adds one jitted call's outputs (``[K]`` per-step values for its K steps, and the
-  norms its last step measured when it measured them) and the ``examples`` it
-  trained on."""
+  """Adds one jitted call's outputs (``[K]`` per-step values for its K steps) and the
+  ``examples`` it trained on."""
   for k, v in out["sums"].items():
     host["epoch_sums"][k] = host["epoch_sums"].get(k, 0.0) + float(np.sum(v))
   host["epoch_norms"]["loss"] = host["epoch_norms"].get("loss", 0.0) + float(np.sum(out["loss"]))
+  for k in NORM_METRICS:
+    host["epoch_norms"][k] = host["epoch_norms"].get(k, 0.0) + float(out[k][-1])
+  host["norm_samples"] += 1
   host["epoch_examples"] += examples
   host["epoch_steps"] += len(out["loss"])
   window = host["eval_window"]
   window["steps"] += len(out["loss"])
-  if "grad_norm" in out:  # A call that measured the norms (steps.make_train_chunk).
-    for k in NORM_METRICS:
-      host["epoch_norms"][k] = host["epoch_norms"].get(k, 0.0) + float(out[k])
-    host["norm_samples"] += 1
-    window["norm_samples"] += 1
-    window["grad_norm"] += float(out["grad_norm"])
+  window["norm_samples"] += 1
+  window["grad_norm"] += float(out["grad_norm"][-1])
   # Whether the clips acted is known for every step: count them all.
   for k, v in out.get("clips", {}).items():
     clipped = float(np.sum(v))
@@ -83,11 +80,10 @@ def add_time(host: dict[str, Any], examples: int, call_seconds: float,
 
 def window_metrics(window: dict[str, Any]) -> dict[str, float]:
   """The gradient's record over a mid-epoch evaluation's window."""
-  if not window["steps"]:
+  if not window["norm_samples"]:
     return {}
-  metrics = {f"train/{k}": v / window["steps"] for k, v in window["clips"].items()}
-  if window["norm_samples"]:
-    metrics["train/grad_norm"] = window["grad_norm"] / window["norm_samples"]
+  metrics = {"train/grad_norm": window["grad_norm"] / window["norm_samples"]}
+  metrics.update({f"train/{k}": v / window["steps"] for k, v in window["clips"].items()})
   return metrics
 
 
@@ -98,7 +94,7 @@ def epoch_metrics(host: dict[str, Any], epoch: float) -> dict[str, float]:
   metrics = {"epoch": epoch}
   metrics.update({f"train/{k}": v / n for k, v in host["epoch_sums"].items()})
   # The loss is averaged over every step, the norms over the steps that measured them
-  # (the last step of each call that ended where a record reads them).
+  # (the last of each fused call).
   samples = max(host["norm_samples"], 1)
   metrics.update({f"train/{k}": v / (samples if k in NORM_METRICS else steps)
                   for k, v in host["epoch_norms"].items()})
@@ -127,13 +123,12 @@ def check_finite(out, step: int, epoch: int, last_checkpoint: int | None,
   learning rate, is the likely cause: a divergence in the run's first call, or a loss
   that is not finite before any update (where the learning rate has done nothing)."""
   bad = ~np.isfinite(out["loss"])
-  measured = "grad_norm" in out  # Only a call that measured the norms has them.
-  bad[-1] |= measured and not np.isfinite(out["grad_norm"])
+  bad[-1] |= not np.isfinite(out["grad_norm"][-1])
   if not bad.any():
     return
   first = int(np.argmax(bad))
   what = "loss" if not np.isfinite(out["loss"][first]) else "gradient norm"
-  value = out["loss"][first] if what == "loss" else out["grad_norm"]
+  value = out["loss"][first] if what == "loss" else out["grad_norm"][first]
   at = step + first
   lower = ("lower the learning rate (--config.optimizer.learning_rate), clip gradients "
            "(--config.optimizer.clip_global_norm=1.0) or change the seed")

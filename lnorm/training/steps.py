@@ -1,8 +1,7 @@
 """The jitted steps of the training loop and what builds their inputs.
 
 ``make_train_step`` is one pure optimisation step over a ``TrainState`` that carries
-``batch_stats``; ``make_train_chunk`` fuses several into one call, with or without
-the gradient and parameter norms at its last step;
+``batch_stats``; ``make_train_chunk`` fuses several into one ``lax.scan``;
 ``make_eval_step`` and ``evaluate`` give a split's mean metrics; ``SplitEvaluator``
 evaluates a run's splits the same way at every evaluation; ``length_buckets`` is the
 padded lengths a run's batches take. The state they step is built by
@@ -34,11 +33,6 @@ NORM_METRICS = ("grad_norm", "param_norm", "update_norm")
 
 
 def _norms(grads, params, updates) -> dict[str, jax.Array]:
-  # Measured on the values as the step left them (the barrier): XLA would otherwise
-  # fuse the sums of squares with the ops that compute the gradient, which can change
-  # how it computes the gradient itself, and with it the run, depending on where the
-  # norms are measured.
-  grads, params, updates = jax.lax.optimization_barrier((grads, params, updates))
   return {"grad_norm": optim.global_norm(grads), "param_norm": optim.global_norm(params),
           "update_norm": optim.global_norm(updates)}
 
@@ -66,23 +60,19 @@ def training_loss(task: Task, model: nn.Module, batch_stats, batch, rngs, params
 
 def make_train_step(task: Task, model: nn.Module,
                     clips: Sequence[optim.ClipStage] | None = None) -> Callable:
-  """One optimisation step: ``(state, batch, rng, measure_norms=True) -> (state,
-  metrics)``.
+  """One optimisation step: ``(state, batch, rng, measure_norms) -> (state, metrics)``.
 
-  ``measure_norms`` is a Python bool, so it chooses the program, not a branch in it:
-  with it the step also measures the gradient, parameter and update norms
-  (``NORM_METRICS``, scalars). They read every parameter three more times (for a
-  model with a large embedding at batch size 1 that costs as much as the step itself,
-  IMDB: 88 against 48 ms), so the training loop measures them only at the steps its
-  records read (``make_train_chunk``). A branch taken on a traced flag instead
-  (``lax.cond``) would make a GPU wait for the flag on the host at every update.
-  Whether the clips acted (``clip_indicators``; ``clips`` defaults to the task's
-  optimizer config) is measured at every step.
+  The gradient, parameter and update norms read every parameter three more times: for
+  a model with a large embedding at batch size 1 that costs as much as the step itself
+  (IMDB: 88 against 48 ms), so ``measure_norms`` (traced) can skip them; they are then
+  zero. ``make_train_chunk`` measures them at its last step. Whether the clips acted
+  (``clip_indicators``; ``clips`` defaults to the task's optimizer config) is measured
+  at every step.
   """
   if clips is None:
     clips = optim.clip_stages(task.config.get("optimizer") or {}, task.clip_rules)
 
-  def train_step(state: TrainState, batch, rng, measure_norms: bool = True):
+  def train_step(state: TrainState, batch, rng, measure_norms=True):
     step_rng = jax.random.fold_in(rng, state.step)
     rngs = {name: jax.random.fold_in(step_rng, i) for i, name in enumerate(task.rng_streams)}
 
@@ -93,39 +83,30 @@ def make_train_step(task: Task, model: nn.Module,
     params = optax.apply_updates(state.params, updates)
     new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
                               batch_stats=batch_stats)
+    norms = jax.lax.cond(
+        measure_norms, _norms,
+        lambda *_: {k: jnp.zeros((), jnp.float32) for k in NORM_METRICS},
+        grads, params, updates)
     out = {
         "loss": loss,
+        **norms,
         "clips": clip_indicators(grads, clips),
         "sums": {k: jnp.sum(v) for k, v in metrics.items()},
     }
-    if measure_norms:
-      out.update(_norms(grads, params, updates))
     return new_state, out
 
   return train_step
 
 
-def make_train_chunk(train_step: Callable, measure_norms: bool = False) -> Callable:
-  """Runs K stacked batches ([K, B, ...]) through ``train_step`` in one call:
-  ``(state, batches, rng) -> (state, out)``, ``out``'s per-step values stacked ([K]).
+def make_train_chunk(train_step: Callable) -> Callable:
+  """Runs K stacked batches ([K, B, ...]) through ``train_step`` in one lax.scan,
+  measuring the norms at the last step only."""
 
-  Without ``measure_norms`` the K steps are one ``lax.scan`` and no step measures the
-  norms. With it the last step does (the first K - 1 scanned), and ``out`` holds its
-  ``NORM_METRICS`` as scalars: a separate program, which the training loop calls for
-  the calls that end where its records read the norms (``lnorm.training.loop``).
-  Both programs take every step alike, so that a run's numbers do not depend on where
-  it measured (tests/test_train_loop_parts.py)."""
   def chunk(state, batches, rng):
-    step = lambda s, batch: train_step(s, batch, rng, measure_norms=False)
-    if not measure_norms:
-      return jax.lax.scan(step, state, batches)
-    head, last = (jax.tree.map(lambda x: x[:-1], batches),
-                  jax.tree.map(lambda x: x[-1], batches))
-    state, outs = jax.lax.scan(step, state, head)
-    state, out = train_step(state, last, rng, measure_norms=True)
-    norms = {k: out.pop(k) for k in NORM_METRICS}
-    outs = jax.tree.map(lambda xs, x: jnp.concatenate([xs, x[None]]), outs, out)
-    return state, {**outs, **norms}
+    k = jax.tree.leaves(batches)[0].shape[0]
+    is_last = jnp.arange(k) == k - 1
+    return jax.lax.scan(lambda s, xs: train_step(s, xs[0], rng, xs[1]), state,
+                        (batches, is_last))
 
   return chunk
 
