@@ -141,6 +141,10 @@ def test_the_timed_batch_is_padded_and_zero_past_each_length():
       assert (out["passage"][i, j, n:] == 0).all() and (out["passage"][i, j, :n] > 0).all()
   assert drawn["passage"]["padded"] == 400 and drawn["passage"]["buckets"] == 4
   assert drawn["passage"]["shortest"] == out["passage_length"].min()
+  # The rehearsal's toy data keep their width: 7 steps, the lengths within it.
+  toy, drawn = lengths.apply(batch, [PASSAGE], buckets=4, rng=rng, keep_width=True)
+  assert toy["passage"].shape == (k, b, t, width) and drawn["passage"]["padded"] == t
+  assert 1 <= toy["passage_length"].min() and toy["passage_length"].max() <= t
   with pytest.raises(ValueError, match="the timed batch has no 'passage' or "
                      "'passage_length'"):
     lengths.apply({"question": batch["question"]}, [PASSAGE], 4, rng)

@@ -13,6 +13,7 @@ run did.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -48,16 +49,21 @@ def padded_to(values: np.ndarray, axis: int, width: int,
 
 
 def apply(batch: Mapping[str, np.ndarray], timed: Sequence[TimedLengths], buckets: int,
-          rng: np.random.Generator) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+          rng: np.random.Generator, *, keep_width: bool = False
+          ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
   """``batch`` (leading axes [K, B]) with each of ``timed``'s features padded to its
   length and its lengths drawn (:func:`draw`), the steps past each length zero as
-  padding is; and per feature what was drawn (padded length, shortest, mean, longest)."""
+  padding is; and per feature what was drawn (padded length, shortest, mean, longest).
+  ``keep_width``: each feature keeps its own padded width where that is shorter (the
+  rehearsal's toy data), the lengths drawn within it."""
   out, drawn = dict(batch), {}
   for t in timed:
     if t.feature not in out or t.length not in out:
       raise ValueError(f"the timed batch has no {t.feature!r} or {t.length!r}: the "
                        f"spec's timed_lengths name features its data lacks")
     axis = out[t.length].ndim  # The padded axis follows the lengths' axes.
+    if keep_width and out[t.feature].shape[axis] < t.padded:
+      t = dataclasses.replace(t, padded=out[t.feature].shape[axis])
     values = padded_to(out[t.feature], axis, t.padded, rng)
     lengths = draw(t, out[t.length].shape, buckets, rng)
     steps = np.arange(t.padded).reshape((1,) * axis + (t.padded,) + (1,) * (values.ndim - axis - 1))

@@ -81,7 +81,7 @@ WARMUP_CALLS = {False: 3, True: 1}
 BUDGET_S = {False: 2.5, True: 1.0}
 #: Seconds the driver sets aside for timing each compiled item: the warm-up and the
 #: timed calls (about BUDGET_S), the worker's start of its turn and its record.
-TIMING_S_PER_ITEM = {False: 4.0, True: 2.5}
+TIMING_S_PER_ITEM = {False: 4.0, True: 1.0}
 #: Timed lengths by experiment (their specs').
 TIMED_LENGTHS = {s.name: s.gpu.timed_lengths for s in specs.all_specs()}
 
@@ -118,16 +118,18 @@ def _peak_bytes() -> int | None:
   return stats.get("peak_bytes_in_use")
 
 
-def timed_batches(config, task, split, rng: np.random.Generator):
+def timed_batches(config, task, split, rng: np.random.Generator, *, toy: bool = False):
   """``[K, B, ...]`` batches of random rows of ``split``, with the experiment's timed
   lengths (:mod:`lnorm.gpucheck.lengths`; the config's length buckets decide which
-  share of the real lengths a batch at the padded length holds), and what was drawn."""
+  share of the real lengths a batch at the padded length holds), and what was drawn.
+  ``toy``: the smoke data keep their own padded widths (the rehearsal's sizes)."""
   k, b = config.steps_per_call, config.batch_size
   rows = rng.integers(0, len(next(iter(split.values()))), size=(k, b))
   batches = {name: values[rows] for name, values in split.items()}
   buckets = config.get("length_buckets")
   num = buckets.num if buckets is not None and task.length_feature is not None else 1
-  return lengths_lib.apply(batches, TIMED_LENGTHS.get(config.experiment, ()), num, rng)
+  return lengths_lib.apply(batches, TIMED_LENGTHS.get(config.experiment, ()), num, rng,
+                          keep_width=toy)
 
 
 def prepare(experiment: str, norm: str, *, toy: bool
@@ -146,7 +148,8 @@ def prepare(experiment: str, norm: str, *, toy: bool
   split = dataset.splits[task.train_split()]
   k, b = config.steps_per_call, config.batch_size
   # The same batch for every normalizer of the experiment: the data do not depend on it.
-  host_batches, drawn = timed_batches(config, task, split, np.random.default_rng(config.seed))
+  host_batches, drawn = timed_batches(config, task, split, np.random.default_rng(config.seed),
+                                       toy=toy)
   batches = {name: jnp.asarray(values) for name, values in host_batches.items()}
   first = {name: values[0] for name, values in host_batches.items()}
   flops = task.train_step_flops(dataset, first)
