@@ -219,8 +219,9 @@ def rnn_section(records: dict[str, Any]) -> str:
   items = records.get("rnn", {}).get("items", [])
   rows = []
   for item in items:
+    # A worker that never timed has no layer's sizes, only the experiment it was for.
     where = (f"{item['size']} (B {item['batch']}, T {item['steps']}, I {item['input']}, "
-             f"H {item['hidden']})")
+             f"H {item['hidden']})" if "batch" in item else item["size"])
     if "median_s" in item:
       rows.append([where, item["row"], item.get("implementation", "—"),
                    seconds(item["median_s"]), spread(item),
