@@ -19,7 +19,7 @@ from lnorm import config as config_lib
 from lnorm.analysis import gpu_report
 from lnorm.errors import UserError
 from lnorm.gpucheck import __main__ as gpucheck
-from lnorm.gpucheck import fig6, records, steps
+from lnorm.gpucheck import fig6, records, rnn_layers, steps
 from lnorm.training.task import EXPERIMENTS
 from tests.helpers import REPO
 from tests.test_data_parsers import idx_bytes
@@ -30,7 +30,7 @@ def rehearsed(tmp_path_factory):
   """The device and rnn phases at toy sizes, as run.sh runs them."""
   out = str(tmp_path_factory.mktemp("gpu_out"))
   assert gpucheck.main(["device", "--out", out, "--toy"]) == 0
-  rows = "lstm,lstm_cudnn,jax_cudnn_lstm,ln_lstm,ln_lstm_scanned,gru"
+  rows = "lstm,lstm_fused,jax_cudnn_lstm,ln_lstm,gru,gru_pallas"
   assert gpucheck.main(["rnn", "--out", out, "--toy", "--rows", rows]) == 0
   return out
 
@@ -54,20 +54,47 @@ def test_the_device_phase_measures_both_ceilings(rehearsed):
 
 def test_the_rnn_phase_times_each_row_and_says_why_one_cannot_run(rehearsed):
   record = records.read_json(records.phase_path(rehearsed, "rnn"))
+  assert [(i["size"], i["row"]) for i in record["items"]] == [
+      ("toy lstm", "lstm"), ("toy lstm", "lstm_fused"), ("toy lstm", "jax_cudnn_lstm"),
+      ("toy lstm", "ln_lstm"), ("toy gru", "gru"), ("toy gru", "gru_pallas")]
   items = {i["row"]: i for i in record["items"]}
-  assert list(items) == ["lstm", "lstm_cudnn", "jax_cudnn_lstm", "ln_lstm",
-                         "ln_lstm_scanned", "gru"]
-  for row in ("lstm", "ln_lstm", "ln_lstm_scanned", "gru"):
-    assert items[row]["median_s"] > 0 and items[row]["compile_s"] > 0, row
-    assert items[row]["batch"] == 3 and items[row]["steps"] == 7
-  assert items["lstm_cudnn"]["skipped"].startswith(
-      "lstm_impl='cudnn' cannot run this LSTM: cuDNN needs an NVIDIA GPU")
+  for row in ("lstm", "ln_lstm", "gru"):
+    item = items[row]
+    assert item["median_s"] > 0 and item["compile_s"] > 0, row
+    assert item["min_s"] <= item["median_s"] <= item["max_s"], row
+    assert item["uneven"] == (item["max_s"] > 1.5 * item["min_s"]), row
+    assert (item["batch"], item["steps"], item["input"], item["hidden"]) == (3, 7, 5, 6)
+    # The implementation it ran, and the flags lnorm train runs under.
+    assert item["implementation"] == "fused", row
+    assert item["xla"]["xla_flags"] == "--xla_gpu_deterministic_ops=true"
+    assert item["xla"]["PJRT_NPROC"] == "1"
+    # Compiled before any row was timed: the worker's rows time after its compiling.
+    assert item["compiled_at"] <= item["timing_started_at"] <= item["timing_finished_at"]
+  # Off an NVIDIA GPU auto runs the fused recurrence: the forced row is the same program.
+  assert items["lstm_fused"]["skipped"] == (
+      "the same program as lstm here (impl auto runs the fused recurrence on cpu)")
+  assert items["gru_pallas"]["skipped"].startswith("the Pallas kernels run on an NVIDIA GPU")
   assert items["jax_cudnn_lstm"]["skipped"] == "cuDNN needs an NVIDIA GPU; JAX runs on cpu"
-  ratios = {r["name"]: r["value"] for r in gpu_report.rnn_ratios(record["items"])}
+  assert record["xla"]["xla_flags"] == "--xla_gpu_deterministic_ops=true"
+  ratios = {(r["size"], r["name"]): r["value"] for r in gpu_report.rnn_ratios(record["items"])}
   assert ratios == {
-      "ln_lstm / ln_lstm_scanned": items["ln_lstm"]["median_s"]
-                                   / items["ln_lstm_scanned"]["median_s"],
-      "ln_lstm / lstm": items["ln_lstm"]["median_s"] / items["lstm"]["median_s"]}
+      ("toy lstm", "ln_lstm / lstm"): items["ln_lstm"]["median_s"] / items["lstm"]["median_s"]}
+
+
+def test_the_rnn_phase_times_each_experiments_own_layers():
+  layers = {e: {(l.name, l.cell, l.batch, l.steps, l.input, l.hidden) for l in sizes}
+            for e, sizes in rnn_layers.LAYERS[False].items()}
+  # The reader's passages at 400 tokens and its questions at 100, not both at 100.
+  assert layers["attentive_reader"] == {("passage", "lstm", 64, 400, 240, 240),
+                                        ("question", "lstm", 64, 100, 240, 240)}
+  assert layers["handwriting"] == {("upper", "lstm", 8, 500, 460, 400)}
+  assert {e: {l[1] for l in v} for e, v in layers.items()} == {
+      "attentive_reader": {"lstm"}, "handwriting": {"lstm"}, "skip_thoughts": {"gru"},
+      "draw": {"lstm"}, "order_embeddings": {"gru"}}
+  # Every row of a cell is one rnn_layers knows how to build.
+  for rows in rnn_layers.ROWS.values():
+    assert set(rows) <= set(rnn_layers.LNORM_ROWS) | {"jax_cudnn_lstm"} | set(
+        rnn_layers.TORCH_IMPLEMENTATIONS)
 
 
 def test_a_phase_record_is_valid_after_every_item_and_marks_a_stop(tmp_path):
@@ -98,7 +125,8 @@ def test_the_driver_records_a_failed_worker_and_what_the_limit_left(tmp_path):
             deadline=time.monotonic() + 120, experiments=["no_such"], norms=["none"],
             workers=1)
   (item,) = record.data["items"]
-  assert item["experiment"] == "no_such" and item["error"].startswith("exit code 2:")
+  assert item["experiment"] == "no_such" and item["error"].startswith(
+      "exit code 2 while compiling:")
   assert "invalid choice: 'no_such'" in item["error"]
   record = records.PhaseRecord(str(tmp_path), "experiments", toy=True, settings={})
   steps.run(record, toy=True, work=str(tmp_path / "work"), deadline=time.monotonic(),
@@ -121,12 +149,15 @@ def test_a_worker_times_the_train_call_lnorm_train_jits(tmp_path, monkeypatch):
   # The smoke config keeps the paper's 5,000 validation images: 5,200 training images.
   _mnist(tmp_path, 5200)
   monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path))
-  result = steps.measure("perm_mnist", "ln", toy=True)
+  info, time_it = steps.prepare("perm_mnist", "ln", toy=True)
+  assert "step_s" not in info  # Compiled, not yet timed.
+  result = {**info, **time_it()}
   assert (result["experiment"], result["norm"], result["data"]) == ("perm_mnist", "ln", "files")
   k, b = result["steps_per_call"], result["batch_size"]
   assert (k, b) == (2, 128) and result["shapes"]["image"] == [128, 28, 28]
   calls = result["call"]["repeats"]
   assert result["updates_timed"] == calls * k >= steps.MIN_UPDATES[True]
+  assert calls >= steps.MIN_CALLS[True]
   assert result["updates_run"] == (calls + steps.WARMUP_CALLS[True]) * k
   assert result["step_s"] == result["call"]["median_s"] / k
   assert result["examples_per_s"] == pytest.approx(b / result["step_s"])
@@ -135,6 +166,8 @@ def test_a_worker_times_the_train_call_lnorm_train_jits(tmp_path, monkeypatch):
   assert result["train_step_flops"] == 3 * 2 * 128 * (784 * 32 + 32 * 32 + 32 * 10)
   assert not result["cudnn_in_step"] and "recurrence" not in result  # An MLP.
   assert result["compile_s"] > 0 and result["parameters"] > 0
+  assert result["lengths"] == {}  # An MLP: no variable length to draw.
+  assert result["xla"]["xla_flags"] == "--xla_gpu_deterministic_ops=true"
 
 
 def test_fig6_runs_the_benchmark_at_figure_6s_batch_size(tmp_path):
@@ -193,8 +226,10 @@ def test_collect_files_a_devices_records_and_the_report_shows_them(rehearsed, tm
   text = gpu_report.markdown(str(tmp_path / "gpu"))
   assert text.startswith("### Test GPU 9000 (`results/gpu/test-gpu-9000/`)")
   assert "| float32 matmul, precision highest |" in text
-  assert "| toy (B 3, T 7, I 5, H 6) | lstm_cudnn | — | — | skipped: lstm_impl='cudnn'" in text
-  assert "| toy | ln_lstm / lstm |" in text
+  assert ("| toy lstm (B 3, T 7, I 5, H 6) | jax_cudnn_lstm | — | — | — | — | skipped: "
+          "cuDNN needs an NVIDIA GPU") in text
+  assert "| toy lstm (B 3, T 7, I 5, H 6) | ln_lstm | fused | " in text
+  assert "| toy lstm | ln_lstm / lstm |" in text
   assert ("Seeds run: 0 (the suite's paper setting, variant batch_size=128; overrides: "
           "data.source=files)") in text
   assert "```text\n| headline |\n```" in text
@@ -249,6 +284,14 @@ def test_run_sh_rehearses_every_phase(tmp_path):
   assert sorted(fig6_record["members"]) == sorted(
       f"{fig6.VARIANT},norm={norm},seed={seed}" for norm in fig6.NORMS for seed in seeds)
   assert "Claims, each judged on its experiment's planned seeds" in fig6_record["report"]
+  # The first seed's LN member ran again; one XLA:CPU thread repeats it to the bit.
+  rerun = fig6_record["rerun"]
+  assert (rerun["norm"], rerun["seed"]) == ("ln", 0)
+  if rerun["outcome"]["exit_code"] == 0:  # Unless the phase's limit stopped it.
+    assert rerun["identical"] and rerun["values_compared"] > 0, rerun
+  for phase in records.PHASES:  # Every phase under lnorm train's flags.
+    assert records.read_json(records.phase_path(str(out), phase))["xla"]["xla_flags"] == (
+        "--xla_gpu_deterministic_ops=true"), phase
   experiments = records.read_json(records.phase_path(str(out), "experiments"))["items"]
   assert {(i["experiment"], i["norm"]) for i in experiments if "error" not in i} >= {
       ("perm_mnist", "none"), ("perm_mnist", "ln")}

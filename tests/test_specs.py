@@ -291,8 +291,13 @@ def test_the_gpu_check_reads_the_specs():
   assert list(gpu_steps.EXPERIMENTS[:len(ranked)]) == ranked == [
       "transformer_lm", "skip_thoughts", "handwriting", "attentive_reader", "draw"]
   assert gpu_steps.TOY_EXPERIMENTS == ("perm_mnist", "handwriting")
-  assert {size.name for size in rnn_layers.SIZES[False]} == {"handwriting",
-                                                             "attentive_reader"}
+  assert set(rnn_layers.LAYERS[False]) == {"handwriting", "attentive_reader",
+                                           "skip_thoughts", "draw", "order_embeddings"}
+  # The experiments phase's timed lengths name their experiment's padded lengths.
+  for spec in specs.all_specs():
+    for timed in spec.gpu.timed_lengths:
+      assert len(timed.deciles) == 11 and list(timed.deciles) == sorted(timed.deciles)
+      assert 1 <= timed.deciles[0] and timed.deciles[-1] <= timed.padded, spec.name
   assert fig6.EXPERIMENT == "perm_mnist" and fig6.VARIANT == "batch_size=128"
   # The figure's variant is one of the suite's paper-scale variants.
   assert suite.members([suite.BY_NAME["perm_mnist"]], "paper", norms=["ln"], seeds=[0],

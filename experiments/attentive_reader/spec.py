@@ -7,7 +7,7 @@ from __future__ import annotations
 from lnorm.analysis import specs
 from lnorm.analysis.rule import Claim
 from lnorm.analysis.specs import (CORE_NORMS, LN_PAPER, ExperimentSpec, Figure, GpuCheck,
-                                  Panel, RecurrentLayerSize, Setting)
+                                  Panel, RecurrentLayerSize, Setting, TimedLengths)
 
 #: The LN paper's gain for the reader's LN-LSTM, and the one it compared it with
 #: (Cooijmans et al.'s): Figure 2 shows gain 1.0 well ahead.
@@ -46,6 +46,18 @@ SPEC = ExperimentSpec(
     variant_keys=(_GAIN,),
     gpu=GpuCheck(
         step_cost_rank=4,
-        # Its LSTMs: 240 units over 240-wide word embeddings, batch 64, a question of
-        # 100 tokens.
-        recurrent_layers=(RecurrentLayerSize(batch=64, steps=100, input=240, hidden=240),)))
+        # Its LSTMs: 240 units over 240-wide word embeddings, batch 64, passages padded
+        # to 400 tokens (the longest of its 4 length buckets), questions to 100.
+        recurrent_layers=(
+            RecurrentLayerSize("passage", "lstm", batch=64, steps=400, input=240, hidden=240),
+            RecurrentLayerSize("question", "lstm", batch=64, steps=100, input=240,
+                               hidden=240)),
+        # scripts/gpu/length_quantiles.py; its CNN corpus is not at hand, so the lengths
+        # are the stand-in's: the Gutenberg books' cloze questions, 4-sentence passages.
+        timed_lengths=(
+            TimedLengths("passage", "passage_length",
+                         (9, 79, 93, 104, 115, 126, 141, 159, 186, 235, 398), padded=400,
+                         source="cbt_books (the CNN corpus is not at hand)"),
+            TimedLengths("question", "question_length",
+                         (2, 7, 7, 9, 11, 11, 11, 11, 11, 11, 11), padded=100,
+                         source="cbt_books (the CNN corpus is not at hand)"))))

@@ -37,4 +37,8 @@ SPEC = ExperimentSpec(
         25: {"bln": (0.496, 0.771), "bn": (0.620, 0.698), "ln": (0.639, 0.711)},
         1: {"bln": (0.583, 0.731), "bn": (0.979, 0.495), "ln": (0.688, 0.684)}}),
     figures={"bln-imdb": specs.bln_figure("bln_imdb", "IMDB LSTM")},
-    variant_keys=("batch_size",))
+    variant_keys=("batch_size",),
+    # scripts/gpu/length_quantiles.py: IMDB's reviews, 90% of them cut to their last 80.
+    gpu=specs.GpuCheck(timed_lengths=(specs.TimedLengths(
+        "tokens", "length", (25, 80, 80, 80, 80, 80, 80, 80, 80, 80, 80), padded=80,
+        source="IMDB"),)))

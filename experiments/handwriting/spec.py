@@ -6,7 +6,8 @@ from __future__ import annotations
 from lnorm.analysis import specs
 from lnorm.analysis.rule import Claim
 from lnorm.analysis.specs import (CORE_NORMS, LN_PAPER, SUCCESSORS, ExperimentSpec, Figure,
-                                  GpuCheck, Line, Panel, RecurrentLayerSize, Setting)
+                                  GpuCheck, Line, Panel, RecurrentLayerSize, Setting,
+                                  TimedLengths)
 
 SPEC = ExperimentSpec(
     "handwriting", CORE_NORMS + SUCCESSORS,
@@ -34,4 +35,11 @@ SPEC = ExperimentSpec(
         step_cost_rank=3, in_rehearsal=True,  # The rehearsal's model with LSTM layers.
         # The upper layers: 400 units reading the pen move, the window over 57 symbols
         # and the layer below (460 inputs); batch 8, 500 moves.
-        recurrent_layers=(RecurrentLayerSize(batch=8, steps=500, input=460, hidden=400),)))
+        recurrent_layers=(
+            RecurrentLayerSize("upper", "lstm", batch=8, steps=500, input=460, hidden=400),),
+        # scripts/gpu/length_quantiles.py: IAM-OnDB's lines, 70% of them cut to 500 moves.
+        timed_lengths=(
+            TimedLengths("strokes", "length", (30, 401, 477, 500, 500, 500, 500, 500, 500,
+                                               500, 500), padded=500, source="IAM-OnDB"),
+            TimedLengths("text", "text_length", (1, 20, 24, 26, 28, 29, 31, 33, 35, 38, 64),
+                         padded=64, source="IAM-OnDB"))))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from lnorm.analysis.rule import Claim
 from lnorm.analysis.specs import (CORE_NORMS, LN_PAPER, LN_PAPER_PUBLISHED,
-                                  ExperimentSpec, Figure, Panel, Published, Setting)
+                                  ExperimentSpec, Figure, GpuCheck, Panel, Published,
+                                  RecurrentLayerSize, Setting, TimedLengths)
 
 
 def _published() -> tuple[Published, ...]:
@@ -50,4 +51,17 @@ SPEC = ExperimentSpec(
         "set against updates (the paper evaluated every 300), with and without LN.",
         tuple(Panel((f"validation/image_r{k}",), {}, f"image retrieval R@{k} (validation)")
               for k in (1, 5, 10)),
-        columns=3, x="step", summary="image R@1, R@5, R@10 on validation against updates")})
+        columns=3, x="step", summary="image R@1, R@5, R@10 on validation against updates")},
+    gpu=GpuCheck(
+        # The caption GRU: 1024 units over 300-wide word embeddings, batch 128, captions
+        # padded to the longest (data.max_length=0), 50 words in COCO.
+        recurrent_layers=(
+            RecurrentLayerSize("captions", "gru", batch=128, steps=50, input=300,
+                               hidden=1024),),
+        # scripts/gpu/length_quantiles.py; the training captions are not at hand, so the
+        # lengths are the Karpathy split's test captions'.
+        timed_lengths=(
+            TimedLengths("captions", "caption_length",
+                         (6, 9, 9, 10, 10, 11, 11, 12, 13, 14, 50), padded=50,
+                         source="COCO's testall captions (the training captions are not at "
+                                "hand)"),)))

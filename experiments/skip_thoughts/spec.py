@@ -7,7 +7,7 @@ from lnorm.analysis import specs
 from lnorm.analysis.rule import Claim
 from lnorm.analysis.specs import (CORE_NORMS, LN_PAPER, LN_PAPER_PUBLISHED, SUCCESSORS,
                                   ExperimentSpec, Figure, GpuCheck, Panel, Published,
-                                  Setting)
+                                  RecurrentLayerSize, Setting, TimedLengths)
 
 
 def _published() -> tuple[Published, ...]:
@@ -57,4 +57,14 @@ SPEC = ExperimentSpec(
         columns=3, x="step",
         summary="SICK r and MSE, MR, CR, SUBJ, MPQA from periodic evaluations, and "
         "validation perplexity, against updates")},
-    gpu=GpuCheck(step_cost_rank=2))
+    gpu=GpuCheck(
+        step_cost_rank=2,
+        # The encoder GRU (each of the two decoders is the same size): 2400 units over
+        # 620-wide word embeddings, batch 64, sentences padded to 30 words.
+        recurrent_layers=(
+            RecurrentLayerSize("encoder", "gru", batch=64, steps=30, input=620, hidden=2400),),
+        # scripts/gpu/length_quantiles.py; BookCorpus is not at hand, so the lengths are
+        # the stand-in's, the Gutenberg books' sentences.
+        timed_lengths=(
+            TimedLengths("tokens", "length", (2, 4, 6, 8, 10, 12, 15, 17, 21, 25, 30),
+                         padded=30, source="the Gutenberg books (BookCorpus is not at hand)"),)))

@@ -70,6 +70,23 @@ def seconds(s: float | None) -> str:
   return f"{s:.3g} s"
 
 
+#: A timing whose slowest repeat exceeds this many times its fastest is flagged
+#: ``uneven`` (lnorm.gpucheck.timing): its calls did not all do the same work, or
+#: something else ran on the device.
+UNEVEN = 1.5
+
+
+def spread(timed: dict[str, Any], per: int = 1) -> str:
+  """A timing record's fastest and slowest repeat (each divided by ``per``: a call's
+  updates), their ratio, and the flag when it exceeds :data:`UNEVEN`."""
+  low, high = timed.get("min_s"), timed.get("max_s")
+  if not low or high is None:
+    return "—"
+  ratio = high / low
+  flag = ", **uneven**" if ratio > UNEVEN else ""
+  return f"{seconds(low / per)} – {seconds(high / per)} ({ratio:.2f}×{flag})"
+
+
 def nbytes(n: int | None) -> str:
   if n is None:
     return "—"
@@ -142,7 +159,7 @@ def experiments_section(records: dict[str, Any]) -> str:
   rows = []
   for item in records.get("experiments", {}).get("items", []):
     if "error" in item:
-      rows.append([item["experiment"], item["norm"], *["—"] * 7,
+      rows.append([item["experiment"], item["norm"], *["—"] * 9,
                    f"not measured: {cell(item['error'], 120)}"])
       continue
     share = f"{item['tflops'] / rate:.1%}" if rate else "—"
@@ -152,13 +169,24 @@ def experiments_section(records: dict[str, Any]) -> str:
     rows.append([item["experiment"], item["norm"],
                  f"{item['batch_size']} × {item['steps_per_call']}",
                  seconds(item["compile_s"]), seconds(item["step_s"]),
+                 spread(item.get("call", {}), item["steps_per_call"]),
                  f"{item['examples_per_s']:,.0f}", f"{item['tflops']:.3g}", share,
-                 nbytes(item.get("peak_bytes")), recurrence])
+                 nbytes(item.get("peak_bytes")), recurrence, _lengths(item.get("lengths"))])
   if not rows:
     return ""
   header = ["experiment", "norm", "batch × updates per call", "compile", "step (median)",
-            "examples/s", "TFLOP/s", "share of the TF32 rate", "peak memory", "recurrence"]
+            "step (fastest – slowest call)", "examples/s", "TFLOP/s",
+            "share of the TF32 rate", "peak memory", "recurrence", "timed lengths"]
   return table(header, rows)
+
+
+def _lengths(drawn: dict[str, Any] | None) -> str:
+  """The timed batch's variable lengths (lnorm.gpucheck.lengths): per feature its
+  padded length and the drawn lengths' mean."""
+  if not drawn:
+    return "—"
+  return ", ".join(f"{name} {d['padded']} (mean {d['mean']:.0f})"
+                   for name, d in drawn.items())
 
 
 #: (numerator, denominator): the ratios of medians of the ``rnn`` phase's rows
@@ -169,6 +197,10 @@ RNN_RATIOS = (
     ("ln_lstm", "torch_ln_lstm"), ("ln_lstm", "torch_ln_lstm_compiled"),
     ("ln_lstm", "ln_lstm_scanned"), ("ln_lstm", "lstm"), ("ln_lstm", "lstm_cudnn"),
     ("gru", "torch_gru"), ("ln_gru", "gru"), ("ln_gru", "torch_gru"),
+    # Each experiment's own layers (since issue 59): what auto picks against lnorm's
+    # fused recurrence, which ran on a GPU before cuDNN and the Pallas kernels.
+    ("lstm", "lstm_fused"), ("ln_lstm", "ln_lstm_fused"), ("gru", "gru_pallas"),
+    ("ln_gru", "ln_gru_fused"),
 )
 
 
@@ -187,18 +219,21 @@ def rnn_section(records: dict[str, Any]) -> str:
   items = records.get("rnn", {}).get("items", [])
   rows = []
   for item in items:
+    # A worker that never timed has no layer's sizes, only the experiment it was for.
     where = (f"{item['size']} (B {item['batch']}, T {item['steps']}, I {item['input']}, "
-             f"H {item['hidden']})")
+             f"H {item['hidden']})" if "batch" in item else item["size"])
     if "median_s" in item:
-      rows.append([where, item["row"], seconds(item["median_s"]),
+      rows.append([where, item["row"], item.get("implementation", "—"),
+                   seconds(item["median_s"]), spread(item),
                    seconds(item.get("compile_s")), seconds(item.get("warmup_s"))])
     else:
       what = "skipped" if "skipped" in item else "failed"
       why = cell(item.get("skipped") or item.get("error", ""), 100)
-      rows.append([where, item["row"], "—", "—", f"{what}: {why}"])
+      rows.append([where, item["row"], "—", "—", "—", "—", f"{what}: {why}"])
   if not rows:
     return ""
-  out = table(["layer", "row", "forward + backward (median)", "compile", "warm-up"], rows)
+  out = table(["layer", "row", "implementation", "forward + backward (median)",
+               "fastest – slowest", "compile", "warm-up"], rows)
   ratios = rnn_ratios(items)
   if ratios:
     out += "\n" + table(["layer", "ratio of medians", "value"],
@@ -215,10 +250,27 @@ def fig6_section(records: dict[str, Any]) -> str:
   lines = [f"Seeds run: {', '.join(map(str, fig6.get('seeds_done', []))) or 'none'} "
            f"(the suite's paper setting{f', variant {variant}' if variant else ''}; "
            f"overrides: {overrides or 'none'}); members: {len(fig6.get('members', {}))}."]
+  if fig6.get("rerun"):
+    lines.append(_rerun(fig6["rerun"]))
   lines += [f"Note: {n.splitlines()[0]}" for n in fig6.get("notes", [])]
   if fig6.get("report"):
     lines += ["", "```text", fig6["report"], "```"]
   return "\n".join(lines) + "\n"
+
+
+def _rerun(rerun: dict[str, Any]) -> str:
+  """The fig6 phase's member trained twice (lnorm.gpucheck.fig6.rerun), in a line."""
+  what = f"Rerun of norm={rerun['norm']}, seed {rerun['seed']}"
+  if "values_compared" not in rerun:
+    return f"{what}: did not finish (exit code {rerun['outcome']['exit_code']})."
+  if rerun["identical"]:
+    return (f"{what}: identical, all {rerun['values_compared']} logged values (the "
+            f"clocks left out).")
+  first = rerun["first_difference"] or {}
+  return (f"{what}: **differs** in {rerun['values_differing']} of "
+          f"{rerun['values_compared']} logged values, first at step {first.get('step')} "
+          f"({first.get('key')}: {first.get('first')!r} against {first.get('second')!r}); "
+          f"largest relative difference {rerun['largest_relative_difference']:.2e}.")
 
 
 def device_markdown(records: dict[str, Any], title: str) -> str:

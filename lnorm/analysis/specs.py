@@ -139,7 +139,10 @@ class Figure:
 @dataclasses.dataclass(frozen=True)
 class RecurrentLayerSize:
   """One recurrent layer of an experiment's model at the paper's size, which the GPU
-  check's ``rnn`` phase times forward and backward."""
+  check's ``rnn`` phase times forward and backward: ``name`` says which (the
+  reader's ``passage`` LSTM), ``cell`` is ``lstm`` or ``gru``."""
+  name: str
+  cell: str
   batch: int
   steps: int
   input: int
@@ -147,18 +150,36 @@ class RecurrentLayerSize:
 
 
 @dataclasses.dataclass(frozen=True)
+class TimedLengths:
+  """A variable-length feature of the GPU check's timed train batches, as the real
+  data's batches have it: the array ``feature`` padded to ``padded`` steps (the
+  config's padding; for a config that pads to the longest example, the real data's
+  longest), and each example's ``length`` drawn from the real training lengths,
+  given by their ``deciles`` (0, 10%, ..., 100%), within the longest of the config's
+  length buckets (the one padded to ``padded``). ``scripts/gpu/length_quantiles.py``
+  computes them; ``source`` says from what."""
+  feature: str
+  length: str
+  deciles: tuple[int, ...]
+  padded: int
+  source: str
+
+
+@dataclasses.dataclass(frozen=True)
 class GpuBenchmark:
   """A paper's figure run at the paper's scale by the GPU check's ``fig6`` phase,
   through ``lnorm benchmark``: one variant of the experiment's paper setting (as
   ``--variants`` takes it), the normalizers, the seeds run in waves (the rehearsal's,
-  ``--toy``, the first two), and the dotted overrides of every run (the rehearsal's on
-  top)."""
+  ``--toy``, the first two), the dotted overrides of every run (the rehearsal's on
+  top), and the normalizer whose first seed's member runs twice, to compare the two
+  value by value."""
   figure: str
   variant: str
   norms: tuple[str, ...]
   seeds: tuple[int, ...]
   overrides: Mapping[str, str]
   toy_overrides: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  rerun: str = "ln"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,6 +194,9 @@ class GpuCheck:
   in_rehearsal: bool = False
   #: Its recurrent layers at the papers' sizes (the ``rnn`` phase).
   recurrent_layers: tuple[RecurrentLayerSize, ...] = ()
+  #: Its variable-length features, as the ``experiments`` phase's batches draw them
+  #: (none: every example at the padded length of the data it is given).
+  timed_lengths: tuple[TimedLengths, ...] = ()
   #: Its figure at the paper's scale (the ``fig6`` phase).
   benchmark: GpuBenchmark | None = None
 

@@ -1,14 +1,16 @@
 """``python -m lnorm.gpucheck COMMAND``: the GPU check's phases and their records.
 
   python -m lnorm.gpucheck device --out OUT [--toy]
-  python -m lnorm.gpucheck experiments --out OUT --work WORK --limit 190 [--toy]
-  python -m lnorm.gpucheck rnn --out OUT [--toy]
+  python -m lnorm.gpucheck experiments --out OUT --work WORK --limit 190 [--workers 4] [--toy]
+  python -m lnorm.gpucheck rnn --out OUT --work WORK --limit 100 [--workers 4] [--toy]
   python -m lnorm.gpucheck fig6 --out OUT --work WORK --limit 120 [--toy]
   python -m lnorm.gpucheck summary OUT           # the short table run.sh prints last
   python -m lnorm.gpucheck stopped PHASE OUT WHY # mark a phase killed at its limit
   python -m lnorm.gpucheck collect OUT           # file OUT's records under results/gpu/
 
-scripts/gpu/run.sh runs the phases in order, each under its own time limit.
+scripts/gpu/run.sh runs the phases in order, each under its own time limit. The
+experiments and rnn phases' workers (``step``, ``layers``) compile first and time in
+turn (lnorm.gpucheck.turns).
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ def _phase_parser(phase: str) -> argparse.ArgumentParser:
                       f"{MARGIN_S:.0f} s before.")
   parser.add_argument("--toy", action="store_true",
                       help="Toy sizes: the rehearsal on a CPU.")
+  if phase in ("experiments", "rnn"):
+    parser.add_argument("--workers", type=int, default=1,
+                        help="Workers compiling at once (all compile, then each times "
+                        "with the device to itself).")
   if phase == "experiments":
     from lnorm.gpucheck import steps  # pylint: disable=g-import-not-at-top
     parser.add_argument("--experiments", default=None,
@@ -44,13 +50,8 @@ def _phase_parser(phase: str) -> argparse.ArgumentParser:
     parser.add_argument("--norms", default=None,
                         help=f"Default: {','.join(steps.NORMS)}; with --toy "
                         f"{','.join(steps.TOY_NORMS)}.")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="Workers at once (they compile in parallel, time in turn).")
   if phase == "rnn":
     parser.add_argument("--rows", default=None, help="Only these rows (comma-separated).")
-  if phase == "fig6":
-    parser.add_argument("--parallel", action="store_true",
-                        help="Run a seed's three normalizers at once (on a device).")
   return parser
 
 
@@ -62,6 +63,7 @@ def _run_phase(phase: str, argv: Sequence[str]) -> int:
   from lnorm.gpucheck import ceilings
   record = records_lib.PhaseRecord(args.out, phase, toy=args.toy, settings=vars(args),
                                    machine=ceilings.machine())
+  record.set("xla", ceilings.xla_environment())  # lnorm train's, set up by main().
   try:
     if phase == "device":
       ceilings.run(record, args.toy)
@@ -75,10 +77,11 @@ def _run_phase(phase: str, argv: Sequence[str]) -> int:
                 experiments=experiments, norms=norms, workers=args.workers)
     elif phase == "rnn":
       from lnorm.gpucheck import rnn_layers
-      rnn_layers.run(record, args.toy, args.rows.split(",") if args.rows else None)
+      rnn_layers.run(record, args.toy, work=work, deadline=deadline, workers=args.workers,
+                     rows=args.rows.split(",") if args.rows else None)
     elif phase == "fig6":
       from lnorm.gpucheck import fig6
-      fig6.run(record, toy=args.toy, work=work, deadline=deadline, parallel=args.parallel)
+      fig6.run(record, toy=args.toy, work=work, deadline=deadline)
   except Exception as e:  # pylint: disable=broad-except  (the record says what failed)
     record.note(f"failed: {type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}")
     record.finish("failed")
@@ -102,9 +105,12 @@ def main(argv: Sequence[str] | None = None) -> int:
       phase, out, why = rest
       records_lib.mark_stopped(out, phase, why)
       return 0
-    if command == "step":
+    if command == "step":  # An experiments phase's worker.
       from lnorm.gpucheck import steps  # pylint: disable=g-import-not-at-top
       return steps.worker_main(rest)
+    if command == "layers":  # An rnn phase's worker.
+      from lnorm.gpucheck import rnn_layers  # pylint: disable=g-import-not-at-top
+      return rnn_layers.worker_main(rest)
     from lnorm.analysis import gpu_report  # pylint: disable=g-import-not-at-top
     if command == "summary":
       print(gpu_report.summary(rest[0] if rest else "."))

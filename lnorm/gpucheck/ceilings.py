@@ -12,8 +12,10 @@ measured against.
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import re
 import subprocess
-from typing import Any
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -80,38 +82,60 @@ def device_record() -> dict[str, Any]:
   }
 
 
-def matmul_rate(size: int, dtype, precision: str | None, *, repeats: int,
-                warmup: int) -> dict[str, Any]:
+#: A measurement: (the call, what its record holds given its timing).
+Measurement = tuple[Callable[[], Any], Callable[[timing.Timing], dict[str, Any]]]
+
+
+def matmul_rate(size: int, dtype, precision: str | None) -> Measurement:
   """TFLOP/s of a jitted ``size x size`` matmul of random values."""
   a = jax.random.normal(jax.random.key(0), (size, size), jnp.float32).astype(dtype)
   b = jax.random.normal(jax.random.key(1), (size, size), jnp.float32).astype(dtype)
   matmul = jax.jit(lambda a, b: jnp.matmul(a, b, precision=precision))
-  t = timing.time_repeats(lambda: matmul(a, b), repeats=repeats, warmup=warmup)
-  return {"size": size, "dtype": jnp.dtype(dtype).name, "precision": precision or "default",
-          "tflops": 2 * size ** 3 / t.median_s / 1e12, **t.record()}
+  return (lambda: matmul(a, b)), lambda t: {
+      "size": size, "dtype": jnp.dtype(dtype).name, "precision": precision or "default",
+      "tflops": 2 * size ** 3 / t.median_s / 1e12, **t.record()}
 
 
-def copy_bandwidth(elements: int, *, repeats: int, warmup: int) -> dict[str, Any]:
+def copy_bandwidth(elements: int) -> Measurement:
   """GB/s of ``x + 1`` over ``elements`` random float32 values, counting the bytes read
   and the bytes written."""
   x = jax.random.normal(jax.random.key(2), (elements,), jnp.float32)
   add_one = jax.jit(lambda x: x + 1.0)
-  t = timing.time_repeats(lambda: add_one(x), repeats=repeats, warmup=warmup)
   moved = 2 * elements * 4
-  return {"elements": elements, "bytes_moved": moved, "gb_per_s": moved / t.median_s / 1e9,
-          **t.record()}
+  return (lambda: add_one(x)), lambda t: {
+      "elements": elements, "bytes_moved": moved, "gb_per_s": moved / t.median_s / 1e9,
+      **t.record()}
 
 
 def run(record, toy: bool) -> None:
-  """Fills the ``device`` phase's record (:class:`lnorm.gpucheck.records.PhaseRecord`)."""
+  """Fills the ``device`` phase's record (:class:`lnorm.gpucheck.records.PhaseRecord`):
+  every program compiled (its first call) before any is timed."""
   size = SIZES[toy]
   record.set("device", device_record())
-  reps = {"repeats": size["repeats"], "warmup": size["warmup"]}
-  for name, dtype, precision in (("matmul_float32_default", jnp.float32, None),
-                                 ("matmul_float32_highest", jnp.float32, "highest"),
-                                 ("matmul_bfloat16", jnp.bfloat16, None)):
-    record.add({"name": name, **matmul_rate(size["matmul"], dtype, precision, **reps)})
-  record.add({"name": "copy", **copy_bandwidth(size["copy_elements"], **reps)})
+  measurements = {
+      name: matmul_rate(size["matmul"], dtype, precision)
+      for name, dtype, precision in (("matmul_float32_default", jnp.float32, None),
+                                     ("matmul_float32_highest", jnp.float32, "highest"),
+                                     ("matmul_bfloat16", jnp.bfloat16, None))}
+  measurements["copy"] = copy_bandwidth(size["copy_elements"])
+  for call, _ in measurements.values():
+    timing.jax_sync(call())
+  for name, (call, result) in measurements.items():
+    t = timing.time_repeats(call, repeats=size["repeats"], warmup=size["warmup"])
+    record.add({"name": name, **result(t)})
+
+
+#: The environment variables besides XLA_FLAGS that change how JAX runs a program.
+_XLA_ENVIRONMENT = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+                    environment.THREADS_ENV, environment.GPU_DETERMINISM_ENV)
+
+
+def xla_environment() -> dict[str, Any]:
+  """The XLA flags this process runs under (``lnorm train``'s: ``process.set_up`` adds
+  the deterministic GPU kernels) and the environment variables that change how JAX
+  runs a program, unset ones as None."""
+  return {"xla_flags": os.environ.get("XLA_FLAGS", ""),
+          **{name: os.environ.get(name) for name in _XLA_ENVIRONMENT}}
 
 
 def machine() -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The ``fig6`` phase: a paper's figure at the paper's scale, through the benchmark.
+"""The ``fig6`` phase: a paper's figure at the paper's scale, through the benchmark, and
+one of its members trained twice.
 
 The figure is the one an experiment's spec declares for the GPU check
 (``GpuBenchmark``: LN paper Figure 6's left panel, permutation-invariant MNIST at
@@ -7,23 +8,31 @@ batch 128 for the config's 20 epochs, with no normalizer, BN and LN), run by
 public command: the members, their records and the verdicts are the benchmark's),
 with the spec's dotted overrides (:data:`OVERRIDES`: MNIST's files).
 
-Seeds run in waves, one seed of the three normalizers at once (separate processes on
-the one device), while the time left allows another wave as long as the first took:
-whole seeds, never a seed with one normalizer missing. ``lnorm benchmark --report-only``
-then prints the headline table and the verdicts of the runs, which the record keeps
-beside each member's ``config.json`` and ``metrics.jsonl`` (the files of the
-benchmark's records, which ``python -m lnorm.gpucheck collect`` writes back out).
+Every member runs alone on the device, one after another, so that its training time
+(the records' ``time/train_seconds``, which the verdicts' time ratios read) is its
+own. Seeds run in waves, each seed's normalizers in turn, while the time left allows
+another wave as long as the first took: whole seeds, never a seed with one normalizer
+missing. After the first wave, the spec's ``rerun`` normalizer's member of that seed
+runs again, by the same command into records of its own, and the two records are
+compared value by value (:func:`compare_records`: every logged value but the clocks);
+the GPU's reruns differed before ``lnorm`` asked XLA for deterministic kernels.
+``lnorm benchmark --report-only`` then prints the headline table and the verdicts of
+the runs, which the record keeps beside each member's ``config.json`` and
+``metrics.jsonl`` (the files of the benchmark's records, which ``python -m
+lnorm.gpucheck collect`` writes back out).
 """
 
 from __future__ import annotations
 
 import base64
+import math
 import os
 import subprocess
 import sys
 import time
 from typing import Any, Sequence
 
+from lnorm.analysis import runs
 from lnorm.analysis import specs
 from lnorm.gpucheck import records as records_lib
 
@@ -39,6 +48,10 @@ VARIANT = _BENCHMARK.gpu.benchmark.variant
 OVERRIDES = dict(_BENCHMARK.gpu.benchmark.overrides)
 #: The rehearsal's toy runs, on top.
 TOY_OVERRIDES = dict(_BENCHMARK.gpu.benchmark.toy_overrides)
+#: The normalizer whose first seed's member runs twice.
+RERUN = _BENCHMARK.gpu.benchmark.rerun
+#: Logged values that measure the machine, not the run: left out of the comparison.
+CLOCKS = ("time/", "train/examples_per_sec")
 
 
 def overrides(toy: bool) -> dict[str, str]:
@@ -57,24 +70,24 @@ def benchmark_argv(norms: Sequence[str], seeds: Sequence[int], *, records: str, 
   return argv + [f"--config.{k}={v}" for k, v in overrides(toy).items()]
 
 
+def _run_member(norm: str, seed: int, *, records: str, workdir: str, log: str, toy: bool,
+                timeout: float) -> dict[str, Any]:
+  """One member, alone on the device: its outcome."""
+  argv = benchmark_argv([norm], [seed], records=records, workdir=workdir, toy=toy)
+  with open(log, "w") as f:
+    process = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT)
+  code = _wait(process, timeout)
+  return {"seed": seed, "norm": norm, "exit_code": code,
+          **({} if code == 0 else {"log_tail": records_lib.log_tail(log)})}
+
+
 def _run_wave(seed: int, *, records: str, workdir: str, logs: str, toy: bool,
-              parallel: bool, timeout: float) -> list[dict[str, Any]]:
-  """One seed of every normalizer, in one process each: at once on a device, one after
-  another on a CPU. Returns each process's outcome."""
-  outcomes, processes = [], []
-  for norm in NORMS:
-    log = os.path.join(logs, f"fig6.seed{seed}.{norm}.log")
-    argv = benchmark_argv([norm], [seed], records=records, workdir=workdir, toy=toy)
-    with open(log, "w") as f:
-      process = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT)
-    processes.append((norm, process, log))
-    if not parallel:
-      _wait(process, timeout)
-  for norm, process, log in processes:
-    code = _wait(process, timeout)
-    outcomes.append({"seed": seed, "norm": norm, "exit_code": code,
-                     **({} if code == 0 else {"log_tail": records_lib.log_tail(log)})})
-  return outcomes
+              deadline: float) -> list[dict[str, Any]]:
+  """One seed of every normalizer, one member after another. Returns each outcome."""
+  return [_run_member(norm, seed, records=records, workdir=workdir, toy=toy,
+                      log=os.path.join(logs, f"fig6.seed{seed}.{norm}.log"),
+                      timeout=deadline - time.monotonic() - 15)
+          for norm in NORMS]
 
 
 def _wait(process: subprocess.Popen, timeout: float) -> int | None:
@@ -105,8 +118,61 @@ def member_records(records: str) -> dict[str, dict[str, Any]]:
   return out
 
 
-def run(record, *, toy: bool, work: str, deadline: float, parallel: bool) -> None:
-  """Runs the waves until the time left would not hold another, then the report."""
+def _clocks(key: str) -> bool:
+  return key.startswith(CLOCKS)
+
+
+def compare_records(first: Sequence[dict[str, Any]],
+                    second: Sequence[dict[str, Any]]) -> dict[str, Any]:
+  """Two runs' logged points compared value by value, the clocks (:data:`CLOCKS`)
+  left out: how many values were compared, how many differ, the first that does
+  (its step, key and both values) and the largest relative difference. Points are
+  matched by their place; a point or key only one run has counts as a difference."""
+  compared, differing, first_difference, largest = 0, 0, None, 0.0
+  for i in range(max(len(first), len(second))):
+    a = first[i] if i < len(first) else {}
+    b = second[i] if i < len(second) else {}
+    for key in sorted((set(a) | set(b)) - {"step"}):
+      if _clocks(key):
+        continue
+      compared += 1
+      x, y = a.get(key), b.get(key)
+      same = x == y or (isinstance(x, float) and isinstance(y, float)
+                        and math.isnan(x) and math.isnan(y))
+      if same:
+        continue
+      differing += 1
+      if first_difference is None:
+        first_difference = {"point": i, "step": a.get("step", b.get("step")), "key": key,
+                            "first": x, "second": y}
+      if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+        largest = max(largest, abs(x - y) / max(abs(x), abs(y), 1e-30))
+  return {"points": [len(first), len(second)], "values_compared": compared,
+          "values_differing": differing, "identical": differing == 0 and compared > 0,
+          "first_difference": first_difference, "largest_relative_difference": largest}
+
+
+def rerun(record, seed: int, *, records: str, work: str, toy: bool,
+          deadline: float) -> None:
+  """The :data:`RERUN` normalizer's member of ``seed`` again, by the same command into
+  records of its own, compared value by value with the first (``record["rerun"]``)."""
+  again = os.path.join(work, "rerun_records")
+  outcome = _run_member(RERUN, seed, records=again, workdir=os.path.join(work, "rerun_runs"),
+                        log=os.path.join(work, f"fig6.rerun.seed{seed}.{RERUN}.log"),
+                        toy=toy, timeout=deadline - time.monotonic() - 15)
+  result: dict[str, Any] = {"norm": RERUN, "seed": seed, "outcome": outcome}
+  if outcome["exit_code"] == 0:
+    (member,) = os.listdir(os.path.join(again, EXPERIMENT))  # The one it ran.
+    result["member"] = member
+    result.update(compare_records(
+        runs.read_records(os.path.join(records, EXPERIMENT, member)),
+        runs.read_records(os.path.join(again, EXPERIMENT, member))))
+  record.set("rerun", result)
+
+
+def run(record, *, toy: bool, work: str, deadline: float) -> None:
+  """Runs the waves, the rerun after the first, until the time left would not hold
+  another wave; then the report."""
   records, workdir = os.path.join(work, "records"), os.path.join(work, "runs")
   os.makedirs(records, exist_ok=True)
   record.set("experiment", EXPERIMENT)
@@ -121,7 +187,7 @@ def run(record, *, toy: bool, work: str, deadline: float, parallel: bool) -> Non
       break
     start = time.monotonic()
     outcomes = _run_wave(seed, records=records, workdir=workdir, logs=work, toy=toy,
-                         parallel=parallel, timeout=left - 15)
+                         deadline=deadline)
     wave_seconds = time.monotonic() - start
     record.add({"wave": seed, "seconds": wave_seconds, "members": outcomes})
     if any(o["exit_code"] != 0 for o in outcomes):
@@ -129,6 +195,8 @@ def run(record, *, toy: bool, work: str, deadline: float, parallel: bool) -> Non
       break
     done.append(seed)
     record.set("members", member_records(records))
+    if len(done) == 1:
+      rerun(record, seed, records=records, work=work, toy=toy, deadline=deadline)
   if done:
     report = subprocess.run(
         benchmark_argv(NORMS, done, records=records, workdir=workdir, toy=toy,
