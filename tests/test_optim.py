@@ -248,19 +248,6 @@ def test_the_global_norm_is_optaxs_to_the_bit_when_nothing_overflows():
     assert np.asarray(got).tobytes() == np.asarray(expected).tobytes(), scale
 
 
-@pytest.mark.parametrize("tree, expected", [
-    # Near float32's largest value (3.4e38): the norm, 2.8e38, still fits.
-    ({"w": np.array([2e38, -2e38], np.float32)}, 2 ** 0.5 * 2e38),
-    # No entry's square overflows, their sum does (1e40): many moderate entries.
-    ({"w": np.full(10_000, 1e18, np.float32), "b": np.full(7, -3e18, np.float32)},
-     (10_000 * 1e36 + 7 * 9e36) ** 0.5),
-])
-def test_the_global_norm_overflows_only_where_the_norm_does(tree, expected):
-  norm = float(jax.jit(optim.global_norm)(tree))
-  np.testing.assert_allclose(norm, expected, rtol=1e-6)
-  assert float(optim.global_norm({"w": np.array([3e38, 3e38], np.float32)})) == np.inf
-
-
 def test_the_global_norm_keeps_inf_and_nan_gradients_non_finite():
   assert float(optim.global_norm({"w": np.array([1.0, np.inf], np.float32)})) == np.inf
   assert np.isnan(float(optim.global_norm({"w": np.array([1e30, np.nan], np.float32)})))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import types
 from typing import Any, Callable, Mapping, NamedTuple
 
@@ -88,12 +89,6 @@ class ClipStage(NamedTuple):
   apply: Callable[[Any], tuple[Any, jax.Array]]
 
 
-#: The power of two the overflow-safe norm scales every leaf by (exactly: a power of
-#: two): the square of any finite float32 times it is finite, and so is the sum of
-#: squares of every tree whose norm is (up to about 3.4e38).
-_OVERFLOW_SCALE = 2.0 ** -64
-
-
 def global_norm(tree) -> jax.Array:
   """The L2 norm of all of ``tree``'s leaves together, in float32, as optax's
   ``tree.norm`` computes it (the sum of the squares, then its root) whenever that sum
@@ -103,19 +98,23 @@ def global_norm(tree) -> jax.Array:
   before the norm itself could not be held (3.4e38): the LN-LSTM reader's first
   gradient at gain 1.0 has a norm of about 1e31 (docs/results.md), and the naive
   value, inf, made every clip scale the gradient by 0 and the run stop as divergent.
-  The norm is therefore also computed from the leaves scaled by 2^-64, whose squares
-  cannot overflow, and taken where the naive sum did. Both are computed and one is
-  selected, without a branch: a branch (``lax.cond``) on a GPU waits for the gradient
-  on the host at every update, and the second sum is one more read of each leaf. The
-  scaled squares of entries below about 2 flush to zero, which moves a norm over
-  1.8e19 by nothing a float32 holds. A leaf holding an inf or a nan still gives inf
-  or nan."""
+  On overflow the norm is computed again from the leaves divided by their largest
+  absolute value, whose squares cannot overflow. A leaf holding an inf or a nan
+  still gives inf or nan."""
   leaves = [x.astype(jnp.float32) for x in jax.tree.leaves(tree)]
   naive = optax.tree.norm(leaves)
   if not leaves:
     return naive
-  scaled = sum(jnp.sum(jnp.square(x * _OVERFLOW_SCALE)) for x in leaves)
-  return jnp.where(jnp.isfinite(naive), naive, jnp.sqrt(scaled) / _OVERFLOW_SCALE)
+
+  def rescaled(leaves):
+    peak = functools.reduce(jnp.maximum, [jnp.max(jnp.abs(x)) for x in leaves])
+    # An inf or nan leaf: the naive value (inf or nan) is the answer.
+    divisor = jnp.where(jnp.isfinite(peak) & (peak > 0), peak, 1.0)
+    squares = sum(jnp.sum(jnp.square(x / divisor)) for x in leaves)
+    return jnp.where(jnp.isfinite(peak), divisor * jnp.sqrt(squares), naive)
+
+  # Only an overflowing step pays for the second pass.
+  return jax.lax.cond(jnp.isfinite(naive), lambda leaves: naive, rescaled, leaves)
 
 
 def _tensor_norm(g) -> jax.Array:

@@ -66,18 +66,14 @@ def training_loss(task: Task, model: nn.Module, batch_stats, batch, rngs, params
 
 def make_train_step(task: Task, model: nn.Module,
                     clips: Sequence[optim.ClipStage] | None = None) -> Callable:
-  """One optimisation step: ``(state, batch, rng, measure_norms=True) -> (state,
-  metrics)``.
+  """One optimisation step: ``(state, batch, rng, measure_norms) -> (state, metrics)``.
 
   The gradient, parameter and update norms read every parameter three more times: for
   a model with a large embedding at batch size 1 that costs as much as the step itself
-  (IMDB: 88 against 48 ms), so ``make_train_chunk`` measures them once a call, after
-  its steps. ``measure_norms`` is a Python bool: it chooses the program, not a branch
-  in it (a ``lax.cond`` on a traced flag makes a GPU wait for the flag on the host at
-  every update, issue 59). Without it the step's gradient and update are among its
-  outputs (``"gradient"``, ``"update"``), for ``make_train_chunk``. Whether the clips
-  acted (``clip_indicators``; ``clips`` defaults to the task's optimizer config) is
-  measured at every step.
+  (IMDB: 88 against 48 ms), so ``measure_norms`` (traced) can skip them; they are then
+  zero. ``make_train_chunk`` measures them at its last step. Whether the clips acted
+  (``clip_indicators``; ``clips`` defaults to the task's optimizer config) is measured
+  at every step.
   """
   if clips is None:
     clips = optim.clip_stages(task.config.get("optimizer") or {}, task.clip_rules)
@@ -93,13 +89,16 @@ def make_train_step(task: Task, model: nn.Module,
     params = optax.apply_updates(state.params, updates)
     new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
                               batch_stats=batch_stats)
+    norms = jax.lax.cond(
+        measure_norms, _norms,
+        lambda *_: {k: jnp.zeros((), jnp.float32) for k in NORM_METRICS},
+        grads, params, updates)
     out = {
         "loss": loss,
+        **norms,
         "clips": clip_indicators(grads, clips),
         "sums": {k: jnp.sum(v) for k, v in metrics.items()},
     }
-    out.update(_norms(grads, params, updates) if measure_norms
-               else {"gradient": grads, "update": updates})
     return new_state, out
 
   return train_step
@@ -107,27 +106,13 @@ def make_train_step(task: Task, model: nn.Module,
 
 def make_train_chunk(train_step: Callable) -> Callable:
   """Runs K stacked batches ([K, B, ...]) through ``train_step`` in one lax.scan,
-  measuring the norms at the last step only: ``out``'s per-step ``NORM_METRICS`` are
-  zero but at the last step, which the records read.
-
-  The scan carries each step's gradient and update out, and the norms are measured
-  after it, on the values the last step left: no branch in the per-update path, and
-  the same bits as when a ``lax.cond`` measured them in the step (tests/golden/);
-  measured inside the step, XLA fuses their sums of squares with the step's own ops
-  and a gradient norm moves by an ulp (bln_cifar's)."""
+  measuring the norms at the last step only."""
 
   def chunk(state, batches, rng):
-    def step(carry, batch):
-      state, _ = carry
-      state, out = train_step(state, batch, rng, measure_norms=False)
-      return (state, (out.pop("gradient"), out.pop("update"))), out
-
-    zeros = jax.tree.map(jnp.zeros_like, state.params)
-    (state, (grads, updates)), outs = jax.lax.scan(step, (state, (zeros, zeros)), batches)
     k = jax.tree.leaves(batches)[0].shape[0]
-    at_last = lambda norm: jnp.zeros((k,), norm.dtype).at[-1].set(norm)
-    return state, {**outs, **{name: at_last(norm) for name, norm in
-                              _norms(grads, state.params, updates).items()}}
+    is_last = jnp.arange(k) == k - 1
+    return jax.lax.scan(lambda s, xs: train_step(s, xs[0], rng, xs[1]), state,
+                        (batches, is_last))
 
   return chunk
 
