@@ -24,12 +24,20 @@ atexit.register(shutil.rmtree, os.environ["LNORM_CACHE_DIR"], ignore_errors=True
 #: Set to 1 (CI does) to make a missing real dataset fail its tests instead of
 #: skipping them, so that a wrong data directory cannot pass as green.
 REQUIRE_DATA_ENV = "LNORM_REQUIRE_DATA"
+#: Set to 1 to run the extended cases too: more variants of what the suite already
+#: tests once (more normalizers through the same kernels, more layouts of the fused
+#: recurrences, more interruption points), which its 15 minutes cannot hold. Run them
+#: before and after a change to the code they cover (docs/testing.md).
+EXTENDED_ENV = "LNORM_EXTENDED"
 
 
 def pytest_configure(config):
   config.addinivalue_line(
       "markers", f"real_data(*relpath): reads $LNORM_DATA_DIR/<relpath>; skipped when it "
       f"is missing, failed when {REQUIRE_DATA_ENV}=1")
+  config.addinivalue_line(
+      "markers", f"extended: another variant of a case the suite runs; skipped unless "
+      f"{EXTENDED_ENV}=1")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -41,6 +49,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_runtest_setup(item):
+  if item.get_closest_marker("extended") and os.environ.get(EXTENDED_ENV) != "1":
+    pytest.skip(f"an extended case: {EXTENDED_ENV}=1 runs it")
   for marker in item.iter_markers("real_data"):
     data_dir = data.data_dir()
     path = os.path.join(data_dir, *marker.args) if data_dir else None

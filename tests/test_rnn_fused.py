@@ -77,6 +77,7 @@ def test_fused_equals_scan_in_values_and_gradients(variant, padded):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.extended
 def test_fused_equals_scan_stacked_bidirectional_unrolled():
   options = dict(num_layers=2, bidirectional=True, learned_init=True, unroll=3)
   fused, scanned = _both_paths("ln", **options)
@@ -144,6 +145,7 @@ def run_on_four_devices(probe: str) -> None:
   assert out.stdout.split()[-1] == "4"
 
 
+@pytest.mark.extended
 def test_fused_layer_with_the_batch_sharded_over_devices():
   # A batch split over 4 (emulated) devices gives the values and gradients of one.
   run_on_four_devices(_SHARDED_PROBE)

@@ -73,6 +73,7 @@ def test_fused_gru_equals_scan_in_values_and_gradients(variant, padded):
   assert all(float(jnp.max(jnp.abs(g))) > 0 for g in jax.tree.leaves(grads_f))
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize("variant", ["ln", "rms"])
 def test_fused_gru_equals_scan_stacked_bidirectional_unrolled(variant):
   options = dict(num_layers=2, bidirectional=True, learned_init=True, unroll=3)
@@ -131,6 +132,7 @@ print(len(jax.devices()))
 """
 
 
+@pytest.mark.extended
 def test_fused_gru_with_the_batch_sharded_over_devices():
   # A batch split over 4 (emulated) devices gives the values and gradients of the
   # step-by-step path on one, for two stacked layers over padded sequences.

@@ -118,15 +118,13 @@ def _assert_close(got, want, tolerance: float) -> None:
 #: variance (LN), of the second moment alone (RMSNorm), LN on c only, none and WN. The
 #: other per-example normalizers reach the kernels through the same tile code, which
 #: test_the_tile_normalizers_equal_the_normalizers_with_padded_tiles checks for each;
-#: LNORM_EVERY_NORM=1 runs every variant through the kernels too.
-EVERY_NORM = os.environ.get("LNORM_EVERY_NORM") == "1"
+#: they run through the kernels too as extended cases (LNORM_EXTENDED=1).
 KERNEL_PATHS = ("ln", "rms", "ln_cell", "none", "wn")
 
 
 def _variants(variants: tuple[str, ...]) -> list:
-  return [v if v in KERNEL_PATHS else pytest.param(v, marks=pytest.mark.skipif(
-      not EVERY_NORM, reason="the tile normalizer test covers it; LNORM_EVERY_NORM=1 "
-      "runs it through the kernels")) for v in variants]
+  return [v if v in KERNEL_PATHS else pytest.param(v, marks=pytest.mark.extended)
+          for v in variants]
 
 
 @pytest.mark.parametrize("variant", _variants(LSTM_VARIANTS))

@@ -84,8 +84,11 @@ def _between_members(workdir, out):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("when", [_first_member_mid_epoch, _first_member_at_its_last_epoch,
-                                  _between_members],
+@pytest.mark.parametrize("when", [
+    _first_member_mid_epoch,
+    # The same resume from other points: extended cases.
+    pytest.param(_first_member_at_its_last_epoch, marks=pytest.mark.extended),
+    pytest.param(_between_members, marks=pytest.mark.extended)],
                          ids=["mid-epoch", "at-the-last-epoch", "between-members"])
 def test_sigterm_stops_the_sweep_and_the_rerun_resumes_it_exactly(tmp_path, uninterrupted,
                                                                    when):
