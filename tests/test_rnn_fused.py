@@ -20,6 +20,7 @@ import pytest
 
 from lnorm.rnn import RecurrentLayer, make_gru_cell, make_lstm_cell
 from tests.test_rnn_cells import B, H, LENGTHS, T, inputs
+from tests.helpers import extended_beyond
 
 pytestmark = pytest.mark.usefixtures("precise_jax")
 
@@ -59,7 +60,7 @@ def _outputs_and_grads(layer, params, x, lengths, carry):
   return out, grads
 
 
-@pytest.mark.parametrize("variant", FUSABLE)
+@pytest.mark.parametrize("variant", extended_beyond(FUSABLE))
 @pytest.mark.parametrize("padded", [False, True])
 def test_fused_equals_scan_in_values_and_gradients(variant, padded):
   fused, scanned = _both_paths(variant)

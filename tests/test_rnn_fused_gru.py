@@ -18,6 +18,7 @@ import pytest
 
 from lnorm.rnn import RecurrentLayer, make_gru_cell
 from tests.test_rnn_cells import B, H, LENGTHS, T, inputs
+from tests.helpers import extended_beyond
 from tests.test_rnn_fused import _perturbed, run_on_four_devices
 
 pytestmark = pytest.mark.usefixtures("precise_jax")
@@ -57,7 +58,7 @@ def _assert_trees_close(got, want, rtol, atol):
     np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
 
 
-@pytest.mark.parametrize("variant", FUSABLE)
+@pytest.mark.parametrize("variant", extended_beyond(FUSABLE))
 @pytest.mark.parametrize("padded", [False, True])
 def test_fused_gru_equals_scan_in_values_and_gradients(variant, padded):
   fused, scanned = _both_paths(variant)

@@ -36,7 +36,7 @@ from lnorm.rnn import (
     recurrence_path, sequence_mask)
 from lnorm.rnn.pallas_steps import GRUKernelParams, GRUSteps, LSTMKernelParams, LSTMSteps
 from lnorm.training import defaults, lowering
-from tests.helpers import REPO
+from tests.helpers import REPO, extended_beyond
 from tests.test_user_norms import user_module  # pylint: disable=unused-import
 
 pytestmark = pytest.mark.usefixtures("precise_jax")
@@ -113,26 +113,16 @@ def _assert_close(got, want, tolerance: float) -> None:
     np.testing.assert_allclose(g, w, rtol=0, atol=tolerance * float(np.max(np.abs(w))))
 
 
-#: Each case compiles the kernels in Pallas's interpreter (10 to 20 s of a core), so the
-#: suite runs the variants whose kernel code differs: a normalizer of the mean and
-#: variance (LN), of the second moment alone (RMSNorm), LN on c only, none and WN. The
-#: other per-example normalizers reach the kernels through the same tile code, which
-#: test_the_tile_normalizers_equal_the_normalizers_with_padded_tiles checks for each;
-#: they run through the kernels too as extended cases (LNORM_EXTENDED=1).
-KERNEL_PATHS = ("ln", "rms", "ln_cell", "none", "wn")
-
-
-def _variants(variants: tuple[str, ...]) -> list:
-  return [v if v in KERNEL_PATHS else pytest.param(v, marks=pytest.mark.extended)
-          for v in variants]
-
-
-@pytest.mark.parametrize("variant", _variants(LSTM_VARIANTS))
+#: Each case compiles the kernels in Pallas's interpreter (10 to 20 s of a core): the
+#: normalizers sharing LN's tile code are checked tile by tile in the suite
+#: (test_the_tile_normalizers_equal_the_normalizers_with_padded_tiles) and through the
+#: kernels as extended cases.
+@pytest.mark.parametrize("variant", extended_beyond(LSTM_VARIANTS))
 def test_lstm_kernels_equal_the_scan(variant):
   _compare(make_lstm_cell, variant)
 
 
-@pytest.mark.parametrize("variant", _variants(GRU_VARIANTS))
+@pytest.mark.parametrize("variant", extended_beyond(GRU_VARIANTS))
 def test_gru_kernels_equal_the_scan(variant):
   _compare(make_gru_cell, variant)
 

@@ -96,9 +96,10 @@ def _smoke_data_only(monkeypatch):
 @pytest.mark.parametrize("spec,seeds", [
     # BN at batch 4: each seed's batch statistics are its own.
     ("perm_mnist.py:norm=bn,batch_size=4", (0, 1, 2)),
-    # Recurrent: LN-LSTM encoder and decoders.
-    ("skip_thoughts.py:norm=ln", (0, 2)),
-    # Dropout (inputs and recurrent, one mask per review) from each seed's own keys.
+    # Recurrent (LN-GRU encoder and decoders): extended, since BLN-IMDB's is recurrent too.
+    pytest.param("skip_thoughts.py:norm=ln", (0, 2), marks=pytest.mark.extended),
+    # Recurrent (a two-layer LSTM), with dropout (inputs and recurrent, one mask per
+    # review) from each seed's own keys.
     ("bln_imdb.py:norm=bln", (3, 1)),
 ], ids=["perm_mnist_bn_b4", "skip_thoughts", "bln_imdb_dropout"])
 def test_each_seed_together_equals_its_run_alone(spec, seeds, tmp_path):
