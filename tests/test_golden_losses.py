@@ -92,7 +92,9 @@ def accepted_norms(experiment: str) -> tuple[str, ...]:
 
 
 def other_cases() -> list[tuple[str, str]]:
-  return [(e, n) for e in EXPERIMENTS for n in accepted_norms(e) if n != HEADLINE[e]]
+  # .get: an experiment without a headline entry is named by the headline test, not
+  # by a KeyError that stops the whole file's collection.
+  return [(e, n) for e in EXPERIMENTS for n in accepted_norms(e) if n != HEADLINE.get(e)]
 
 
 def golden_path(experiment: str) -> pathlib.Path:
@@ -177,6 +179,9 @@ def check(experiment: str, norm: str, tmp_path, monkeypatch) -> None:
 
 @pytest.mark.parametrize("experiment", sorted(EXPERIMENTS))
 def test_first_updates_of_the_headline_norm(experiment, tmp_path, monkeypatch):
+  assert experiment in HEADLINE, (
+      f"{experiment} has no headline normalizer in tests/test_golden_losses.py: add it to "
+      f"HEADLINE, then write its golden file with LNORM_UPDATE_GOLDEN=1 (docs/extending.md).")
   check(experiment, HEADLINE[experiment], tmp_path, monkeypatch)
 
 
