@@ -27,6 +27,7 @@ from lnorm.errors import DivergenceError
 from lnorm.sweeps import runner
 from lnorm.training import defaults
 from lnorm.training import loop
+from tests.test_sweep import TINY_CONFIG  # perm-MNIST shrunk to seconds, as a user writes it
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -290,19 +291,6 @@ def test_seeds_per_process_below_one_is_refused(command, capsys):
   assert cli.main([*argv, "--seeds-per-process", "0", "--print-commands"]) == 2
   err = capsys.readouterr().err
   assert "--seeds-per-process 0: train at least 1 seed" in err
-
-
-TINY_CONFIG = '''
-from configs import perm_mnist
-
-def get_config(arg=None):
-  c = perm_mnist.get_config("smoke=true")
-  c.hidden_sizes = (8,)
-  c.batch_size = 100
-  c.steps_per_call = 40  # One call per epoch of the 4,000 embedded digits.
-  c.progress_bar = False
-  return c
-'''
 
 
 @pytest.mark.slow
