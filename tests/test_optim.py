@@ -204,8 +204,19 @@ def test_an_unknown_clip_rule_names_the_choices():
 HUGE = {"w": np.array([5e30, -12e30], np.float32), "b": np.array([1.0], np.float32)}
 
 
-def test_the_global_norm_of_a_gradient_whose_squares_overflow_float32():
-  norm = float(jax.jit(optim.global_norm)(HUGE))
+def _branch_free(tree):
+  return optim._branch_free([jnp.asarray(x, jnp.float32) for x in jax.tree.leaves(tree)])
+
+
+#: global_norm as a CPU computes it (a branch on overflow) and as an accelerator does
+#: (branch-free, lax.platform_dependent's default): both run here.
+GLOBAL_NORMS = pytest.mark.parametrize("global_norm", [optim.global_norm, _branch_free],
+                                       ids=["cpu", "accelerator"])
+
+
+@GLOBAL_NORMS
+def test_the_global_norm_of_a_gradient_whose_squares_overflow_float32(global_norm):
+  norm = float(jax.jit(global_norm)(HUGE))
   assert np.isfinite(norm)
   np.testing.assert_allclose(norm, 13e30, rtol=1e-6)
 
@@ -222,6 +233,7 @@ def test_the_clips_rescale_a_gradient_whose_squares_overflow(rule, expected_norm
   assert np.all(np.isfinite(w))
 
 
+@GLOBAL_NORMS
 @pytest.mark.parametrize("tree, expected", [
     # Every entry negative: the largest value is -1, the largest magnitude 1.2e31.
     ({"w": np.array([-5e30, -12e30], np.float32), "b": np.array([-1.0], np.float32)},
@@ -229,13 +241,14 @@ def test_the_clips_rescale_a_gradient_whose_squares_overflow(rule, expected_norm
     # The large entry negative, the positive ones small.
     ({"w": np.array([-1e31, 2.0], np.float32), "b": np.array([3.0], np.float32)}, 1e31),
 ])
-def test_the_global_norm_of_large_negative_gradients(tree, expected):
+def test_the_global_norm_of_large_negative_gradients(tree, expected, global_norm):
   # The rescaling must divide by the largest magnitude, not the largest value.
-  norm = float(jax.jit(optim.global_norm)(tree))
+  norm = float(jax.jit(global_norm)(tree))
   np.testing.assert_allclose(norm, expected, rtol=1e-6)
 
 
-def test_the_global_norm_is_optaxs_to_the_bit_when_nothing_overflows():
+@GLOBAL_NORMS
+def test_the_global_norm_is_optaxs_to_the_bit_when_nothing_overflows(global_norm):
   rng = np.random.default_rng(0)
   # Ordinary gradients, tiny ones and a norm (2.5e18) whose squares are near the
   # overflow (sum 6e36 against 3.4e38).
@@ -244,15 +257,29 @@ def test_the_global_norm_is_optaxs_to_the_bit_when_nothing_overflows():
             "b": rng.normal(size=(129,)).astype(np.float32) * scale,
             "c": np.float32(scale)}
     expected = jax.jit(lambda t: optax.tree.norm(t))(tree)
-    got = jax.jit(optim.global_norm)(tree)
+    got = jax.jit(global_norm)(tree)
     assert np.asarray(got).tobytes() == np.asarray(expected).tobytes(), scale
 
 
-def test_the_global_norm_keeps_inf_and_nan_gradients_non_finite():
-  assert float(optim.global_norm({"w": np.array([1.0, np.inf], np.float32)})) == np.inf
-  assert np.isnan(float(optim.global_norm({"w": np.array([1e30, np.nan], np.float32)})))
-  assert float(optim.global_norm({"w": np.zeros(3, np.float32)})) == 0.0
+@GLOBAL_NORMS
+def test_the_global_norm_keeps_inf_and_nan_gradients_non_finite(global_norm):
+  assert float(global_norm({"w": np.array([1.0, np.inf], np.float32)})) == np.inf
+  assert np.isnan(float(global_norm({"w": np.array([1e30, np.nan], np.float32)})))
+  assert float(global_norm({"w": np.zeros(3, np.float32)})) == 0.0
   assert float(optim.global_norm({})) == 0.0
+
+
+@GLOBAL_NORMS
+@pytest.mark.parametrize("tree, expected", [
+    # Near float32's largest value (3.4e38): the norm, 2.8e38, still fits.
+    ({"w": np.array([2e38, -2e38], np.float32)}, 2 ** 0.5 * 2e38),
+    # No entry's square overflows, their sum does (1e40): many moderate entries.
+    ({"w": np.full(10_001, 1e18, np.float32), "b": np.full(7, -3e18, np.float32)},
+     (10_001 * 1e36 + 7 * 9e36) ** 0.5),
+])
+def test_the_global_norm_overflows_only_where_the_norm_does(tree, expected, global_norm):
+  np.testing.assert_allclose(float(jax.jit(global_norm)(tree)), expected, rtol=1e-6)
+  assert float(global_norm({"w": np.array([3e38, 3e38], np.float32)})) == np.inf
 
 @pytest.mark.parametrize("name", ["sgd", "momentum", "adam", "adam_theano"])
 def test_linear_warmup_scales_the_learning_rate_then_leaves_it(name):

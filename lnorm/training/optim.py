@@ -89,6 +89,12 @@ class ClipStage(NamedTuple):
   apply: Callable[[Any], tuple[Any, jax.Array]]
 
 
+#: The power of two the branch-free overflow-safe norm scales every leaf by (exactly:
+#: a power of two): the square of any finite float32 times it is finite, and so is the
+#: sum of squares of every tree whose norm float32 holds (up to about 3.4e38).
+_OVERFLOW_SCALE = 2.0 ** -64
+
+
 def global_norm(tree) -> jax.Array:
   """The L2 norm of all of ``tree``'s leaves together, in float32, as optax's
   ``tree.norm`` computes it (the sum of the squares, then its root) whenever that sum
@@ -98,13 +104,29 @@ def global_norm(tree) -> jax.Array:
   before the norm itself could not be held (3.4e38): the LN-LSTM reader's first
   gradient at gain 1.0 has a norm of about 1e31 (docs/results.md), and the naive
   value, inf, made every clip scale the gradient by 0 and the run stop as divergent.
-  On overflow the norm is computed again from the leaves divided by their largest
-  absolute value, whose squares cannot overflow. A leaf holding an inf or a nan
-  still gives inf or nan."""
+  The overflow is handled in one of two ways, by the platform the step compiles for
+  (``lax.platform_dependent`` picks one when the step is lowered; neither is a branch
+  in the other's program):
+
+  - on a CPU, ``_rescaled_on_overflow``: a ``lax.cond`` computes the norm again only
+    when the sum overflowed. The predicate is on the host already, so the branch costs
+    nothing, and the second pass is never paid for in an ordinary step;
+  - on an accelerator, ``_branch_free``: a ``lax.cond`` there copies its predicate to
+    the host and waits for it, at every update (issue 59), so both sums are computed,
+    in one read of each leaf, and one is selected.
+
+  A leaf holding an inf or a nan still gives inf or nan."""
   leaves = [x.astype(jnp.float32) for x in jax.tree.leaves(tree)]
-  naive = optax.tree.norm(leaves)
   if not leaves:
-    return naive
+    return optax.tree.norm(leaves)
+  return jax.lax.platform_dependent(leaves, cpu=_rescaled_on_overflow,
+                                    default=_branch_free)
+
+
+def _rescaled_on_overflow(leaves) -> jax.Array:
+  """``global_norm`` with a branch: on overflow, the norm of the leaves divided by
+  their largest absolute value, whose squares cannot overflow."""
+  naive = optax.tree.norm(leaves)
 
   def rescaled(leaves):
     peak = functools.reduce(jnp.maximum, [jnp.max(jnp.abs(x)) for x in leaves])
@@ -115,6 +137,16 @@ def global_norm(tree) -> jax.Array:
 
   # Only an overflowing step pays for the second pass.
   return jax.lax.cond(jnp.isfinite(naive), lambda leaves: naive, rescaled, leaves)
+
+
+def _branch_free(leaves) -> jax.Array:
+  """``global_norm`` without a branch: the naive norm where its sum is finite, else the
+  norm of the leaves scaled by 2^-64. The scaled squares of entries below about 2 flush
+  to zero, which moves a norm over 1.8e19 by nothing float32 holds; both sums read the
+  same leaves, which XLA fuses into one pass on a GPU."""
+  naive = optax.tree.norm(leaves)
+  scaled = sum(jnp.sum(jnp.square(x * _OVERFLOW_SCALE)) for x in leaves)
+  return jnp.where(jnp.isfinite(naive), naive, jnp.sqrt(scaled) / _OVERFLOW_SCALE)
 
 
 def _tensor_norm(g) -> jax.Array:

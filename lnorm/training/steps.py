@@ -66,14 +66,17 @@ def training_loss(task: Task, model: nn.Module, batch_stats, batch, rngs, params
 
 def make_train_step(task: Task, model: nn.Module,
                     clips: Sequence[optim.ClipStage] | None = None) -> Callable:
-  """One optimisation step: ``(state, batch, rng, measure_norms) -> (state, metrics)``.
+  """One optimisation step: ``(state, batch, rng, measure_norms=True) -> (state,
+  metrics)``.
 
   The gradient, parameter and update norms read every parameter three more times: for
   a model with a large embedding at batch size 1 that costs as much as the step itself
-  (IMDB: 88 against 48 ms), so ``measure_norms`` (traced) can skip them; they are then
-  zero. ``make_train_chunk`` measures them at its last step. Whether the clips acted
-  (``clip_indicators``; ``clips`` defaults to the task's optimizer config) is measured
-  at every step.
+  (IMDB: 88 against 48 ms), so ``make_train_chunk`` measures them at its last step
+  only. ``measure_norms`` is a Python bool that chooses the program, not a branch in
+  it: a ``lax.cond`` on a traced flag makes a GPU copy the flag to the host and wait
+  for it at every update (issue 59). Without it the norms are absent from the step's
+  metrics. Whether the clips acted (``clip_indicators``; ``clips`` defaults to the
+  task's optimizer config) is measured at every step.
   """
   if clips is None:
     clips = optim.clip_stages(task.config.get("optimizer") or {}, task.clip_rules)
@@ -89,30 +92,41 @@ def make_train_step(task: Task, model: nn.Module,
     params = optax.apply_updates(state.params, updates)
     new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
                               batch_stats=batch_stats)
-    norms = jax.lax.cond(
-        measure_norms, _norms,
-        lambda *_: {k: jnp.zeros((), jnp.float32) for k in NORM_METRICS},
-        grads, params, updates)
     out = {
         "loss": loss,
-        **norms,
         "clips": clip_indicators(grads, clips),
         "sums": {k: jnp.sum(v) for k, v in metrics.items()},
     }
+    if measure_norms:
+      # Summed in the step's own program, a norm may differ by an ulp from the one a
+      # branch of its own summed before (issue 59; the losses and parameters do not).
+      out.update(_norms(grads, params, updates))
     return new_state, out
 
   return train_step
 
 
 def make_train_chunk(train_step: Callable) -> Callable:
-  """Runs K stacked batches ([K, B, ...]) through ``train_step`` in one lax.scan,
-  measuring the norms at the last step only."""
+  """Runs K stacked batches ([K, B, ...]) through ``train_step``, measuring the norms
+  at the last step only: ``out``'s per-step ``NORM_METRICS`` are zero but at the last
+  step, which the records read.
+
+  The first K - 1 steps run in one ``lax.scan`` without the norms, the last after it
+  with them: no branch in the per-update path, at the price of compiling the step
+  twice when K > 1."""
 
   def chunk(state, batches, rng):
     k = jax.tree.leaves(batches)[0].shape[0]
-    is_last = jnp.arange(k) == k - 1
-    return jax.lax.scan(lambda s, xs: train_step(s, xs[0], rng, xs[1]), state,
-                        (batches, is_last))
+    last = jax.tree.map(lambda x: x[-1], batches)
+    if k == 1:
+      state, out = train_step(state, last, rng, measure_norms=True)
+      return state, jax.tree.map(lambda v: v[None], out)
+    state, outs = jax.lax.scan(
+        lambda s, batch: train_step(s, batch, rng, measure_norms=False), state,
+        jax.tree.map(lambda x: x[:-1], batches))
+    state, out = train_step(state, last, rng, measure_norms=True)
+    outs.update({name: jnp.zeros((k - 1,), out[name].dtype) for name in NORM_METRICS})
+    return state, jax.tree.map(lambda head, v: jnp.concatenate([head, v[None]]), outs, out)
 
   return chunk
 
