@@ -57,11 +57,48 @@ def test_a_seed_selection_judges_those_seeds_only(tmp_path, monkeypatch):
   assert not everything.markdown().startswith("Judged")
 
 
+# --- every normalizer in every experiment: a row no claim reads at three seeds -------------
+
+
+def _seeds_by_row(plan) -> dict[tuple, set[int]]:
+  out: dict[tuple, set[int]] = {}
+  for m in plan.members:
+    out.setdefault((tuple(sorted(m.variant.items())), m.norm), set()).add(m.seed)
+  return out
+
+
+@pytest.mark.parametrize("experiment, read", [
+    # Figure 6 at batch 4 reads LN, BN and the baseline.
+    ("perm_mnist", {"none", "ln", "bn"}),
+    # The reader's claims read the gain from each member's config (the default variant
+    # names none), and its gain-0.1 variant runs LN alone, which the gain claim reads.
+    ("attentive_reader", {"none", "ln", "bn"}),
+])
+def test_a_row_no_claim_reads_runs_at_the_first_three_of_the_rules_seeds(
+    tmp_path, monkeypatch, experiment, read):
+  monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
+  # Seven seeds planned (none recorded: the records folder is empty), not a multiple
+  # of three.
+  monkeypatch.setattr(bench, "seeds_by_power", lambda *_: list(range(7)))
+  e = suite.BY_NAME[experiment]
+  (plan,) = bench.plans([e], "cpu", str(tmp_path / "runs"), records=str(tmp_path / "rec"))
+  rows = _seeds_by_row(plan)
+  assert {norm for _, norm in rows} == set(e.norms)  # Every normalizer has its row.
+  for (variant, norm), seeds in rows.items():
+    expected = set(range(7)) if norm in read else {0, 1, 2}
+    assert seeds == expected, (variant, norm)
+  # Seeds given on the command line are every row's.
+  (given,) = bench.plans([e], "cpu", str(tmp_path / "runs"), seeds=[0, 3, 4, 5])
+  assert all(s == {0, 3, 4, 5} for s in _seeds_by_row(given).values())
+
+
 def record(tmp_path, monkeypatch, norms, seeds):
   """Records of the suite's perm_mnist members ``norms`` x ``seeds`` under a folder of
   their own, made by the stand-in trainer; returns the folder."""
   monkeypatch.setenv("LNORM_DATA_DIR", str(tmp_path / "data"))
   monkeypatch.setattr(runner, "_run_member", _fake_train([]))
+  # BLN's inference search reads the data; the stand-in's runs have none to search.
+  monkeypatch.setattr(bench, "search_bln_inference", lambda workdir: None)
   records = str(tmp_path / "recorded")
   (plan,) = bench.plans([suite.BY_NAME["perm_mnist"]], "cpu", str(tmp_path / "made"),
                         norms, seeds)

@@ -664,8 +664,10 @@ def test_the_readers_claims_are_at_the_papers_gain_and_compare_the_gains():
       "norm_options.ln.scale_init", "1.0", "0.1", {"norm": "ln"})
   assert bench._outside_setting(gain, e.scales["cpu"]) is None
   names = [m.name for m in suite.members([e], "cpu", seeds=[1])]
-  assert names == ["norm=none,seed=1", "norm=ln,seed=1", "norm=rms,seed=1", "norm=bn,seed=1",
-                   "norm_options.ln.scale_init=0.1,norm=ln,seed=1"]
+  assert names == [f"norm={n},seed=1" for n in e.norms] + [
+      "norm_options.ln.scale_init=0.1,norm=ln,seed=1"]
+  assert names[:4] == ["norm=none,seed=1", "norm=ln,seed=1", "norm=rms,seed=1",
+                       "norm=bn,seed=1"]
 
 
 # --- the gpu scale: chunks that fit a short allocation ----------------------------------------

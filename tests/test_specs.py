@@ -91,10 +91,10 @@ def test_every_configs_scale_sweep_is_the_suites_grid(experiment, scale):
 
 
 def test_perm_mnists_batch_rule_is_written_once():
-  # One batch size, 7 normalizers, the pilot's first 3 seeds (lnorm benchmark sizes
+  # One batch size, 10 normalizers, the pilot's first 3 seeds (lnorm benchmark sizes
   # the pilot from seed 0's minutes and adds the seeds by power).
   grid = runner.load_sweep("configs/perm_mnist.py", "cpu")
-  assert len(grid) == 21
+  assert len(grid) == 30
   config = config_lib.load_config("configs/perm_mnist.py")
   config_lib.apply_overrides(config, grid[-1])
   assert (config.num_epochs, config.batch_size, config.norm_options.bn.unbiased) == (1, 4, True)
@@ -135,6 +135,20 @@ def test_a_spec_refuses_an_unknown_scale():
 def test_a_spec_refuses_to_run_first_what_is_not_a_claim_of_that_scale():
   with pytest.raises(ValueError, match="run_first at scale gpu names toy_typo, not claims"):
     _spec(scales={"gpu": specs.Setting("configs/toy.py", {}, run_first={"toy_typo": 1})})
+
+
+@pytest.mark.parametrize("experiment", experiments.EXPERIMENTS)
+def test_every_experiment_runs_every_normalizer_its_task_takes(experiment):
+  # Issue 60: every normalizer lnorm has gets its row in every experiment it runs in.
+  spec = specs.spec(experiment)
+  takes = task_lib.task_class(experiment).norms
+  assert len(set(spec.norms)) == len(spec.norms), spec.norms
+  missing = [n for n in takes if n not in spec.norms]
+  assert not missing, f"{experiment}'s spec lacks {missing}: add them to its norms"
+  assert set(spec.norms) <= set(takes)
+  cpu = spec.scales["cpu"]
+  run = {n for i in range(len(cpu.variants)) for n in cpu.norms_at(i, spec.norms)}
+  assert run == set(spec.norms), f"no cpu variant of {experiment} runs {set(spec.norms) - run}"
 
 
 def test_every_experiment_is_given_at_every_scale():

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 from lnorm.analysis import specs
 from lnorm.analysis.rule import Claim
-from lnorm.analysis.specs import (CORE_NORMS, LN_PAPER, ExperimentSpec, Figure, GpuCheck,
-                                  Panel, RecurrentLayerSize, Setting, TimedLengths)
+from lnorm.analysis.specs import (CORE_NORMS, LN_PAPER, SUCCESSORS, ExperimentSpec, Figure,
+                                  GpuCheck, Panel, RecurrentLayerSize, Setting,
+                                  TimedLengths)
 
 #: The LN paper's gain for the reader's LN-LSTM, and the one it compared it with
 #: (Cooijmans et al.'s): Figure 2 shows gain 1.0 well ahead.
 _GAIN = "norm_options.ln.scale_init"
 _VARIANTS = ({}, {_GAIN: "0.1"})  # {}: the config's gain, 1.0.
-_VARIANT_NORMS = (CORE_NORMS + ("bn",), ("ln",))
+_NORMS = CORE_NORMS + ("bn", "bn_everywhere") + SUCCESSORS
+_VARIANT_NORMS = (_NORMS, ("ln",))
 
 SPEC = ExperimentSpec(
-    "attentive_reader", CORE_NORMS + ("bn",),
+    "attentive_reader", _NORMS,
     (Claim("attentive_reader_ln_speed", "LN trains faster than the LSTM baseline",
            f"{LN_PAPER}, Figure 2", "ln", "none", where={_GAIN: "1.0"}),
      Claim("attentive_reader_ln_vs_bn", "LN trains faster than recurrent BN",

@@ -8,7 +8,7 @@ from typing import Any
 
 from lnorm.analysis import specs
 from lnorm.analysis.rule import Claim
-from lnorm.analysis.specs import BLN_PAPER, CORE_NORMS, ExperimentSpec, Setting
+from lnorm.analysis.specs import BLN_PAPER, CORE_NORMS, SUCCESSORS, ExperimentSpec, Setting
 
 #: Examples a jitted call trains on (the batch size's steps per call).
 EXAMPLES_PER_CALL = 1000
@@ -26,7 +26,7 @@ def batch_variant(batch_size: int) -> dict[str, str]:
 
 
 SPEC = ExperimentSpec(
-    "bln_cifar", CORE_NORMS + ("bln", "bn"),
+    "bln_cifar", CORE_NORMS + ("bln", "bn") + SUCCESSORS,
     specs.bln_claims("bln_cifar", (25, 1)) + (
         Claim("bln_cifar_bn_at_chance_b1", "At batch size 1, BN does not learn: its "
               "error stays at chance", f"{BLN_PAPER}, sec. 4", "bn", "bn",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from lnorm.analysis import specs
-from lnorm.analysis.specs import CORE_NORMS, ExperimentSpec, Setting
+from lnorm.analysis.specs import CORE_NORMS, SUCCESSORS, ExperimentSpec, Setting
 
 #: Examples a jitted call trains on (the batch size's steps per call).
 EXAMPLES_PER_CALL = 500
@@ -24,7 +24,8 @@ def batch_variant(batch_size: int) -> dict[str, str]:
 
 
 SPEC = ExperimentSpec(
-    "bln_imdb", CORE_NORMS + ("bln", "bn"), specs.bln_claims("bln_imdb", (25,)),
+    "bln_imdb", CORE_NORMS + ("bln", "bn") + SUCCESSORS,
+    specs.bln_claims("bln_imdb", (25,)),
     {"cpu": Setting("configs/bln_imdb.py", {"data.source": "files"},
                     variants=(batch_variant(25),)),
      # The cpu setting: its claims read each seed's last value, so what the cpu scale

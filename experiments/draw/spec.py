@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from lnorm.analysis import specs
 from lnorm.analysis.rule import Claim
-from lnorm.analysis.specs import (CORE_NORMS, LN_PAPER, LN_PAPER_PUBLISHED, ExperimentSpec,
-                                  Figure, GpuCheck, Panel, Published, RecurrentLayerSize,
-                                  Setting)
+from lnorm.analysis.specs import (CORE_NORMS, LN_PAPER, LN_PAPER_PUBLISHED, SUCCESSORS,
+                                  ExperimentSpec, Figure, GpuCheck, Panel, Published,
+                                  RecurrentLayerSize, Setting)
 
 _SOURCE = f"{LN_PAPER_PUBLISHED}, Figure 4 (sec. 6.4)"
 
 SPEC = ExperimentSpec(
-    "draw", CORE_NORMS + ("wn", "ln_cell"),
+    # Each normalizer on the hidden state, and on the cell's as well (``<norm>_cell``).
+    "draw", CORE_NORMS + ("wn", "ln_cell") + SUCCESSORS
+    + tuple(f"{n}_cell" for n in ("rms",) + SUCCESSORS),
     (Claim("draw_ln_cell_speed", "LN (on the cell) converges about twice as fast as "
            "the baseline", f"{LN_PAPER}, Figure 4", "ln_cell", "none",
            claimed_ratio=0.5, about_convergence=True),

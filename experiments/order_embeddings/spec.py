@@ -4,7 +4,7 @@ normalizers, settings and claim, the published Table 2 and the figure."""
 from __future__ import annotations
 
 from lnorm.analysis.rule import Claim
-from lnorm.analysis.specs import (CORE_NORMS, LN_PAPER, LN_PAPER_PUBLISHED,
+from lnorm.analysis.specs import (CORE_NORMS, LN_PAPER, LN_PAPER_PUBLISHED, SUCCESSORS,
                                   ExperimentSpec, Figure, GpuCheck, Panel, Published,
                                   RecurrentLayerSize, Setting, TimedLengths)
 
@@ -21,7 +21,7 @@ def _published() -> tuple[Published, ...]:
 
 
 SPEC = ExperimentSpec(
-    "order_embeddings", CORE_NORMS,
+    "order_embeddings", CORE_NORMS + SUCCESSORS,
     (Claim("order_embeddings_ln_speed", "LN reaches the baseline's best validation "
            "score in less time (about 60%)", f"{LN_PAPER}, Figure 1", "ln", "none",
            claimed_ratio=0.6, about_convergence=True),),

@@ -50,7 +50,8 @@ def _figure6_claims(batch_sizes: Sequence[int]) -> tuple[Claim, ...]:
 
 
 SPEC = ExperimentSpec(
-    "perm_mnist", CORE_NORMS + ("bn",) + SUCCESSORS, _figure6_claims((4, 128)),
+    "perm_mnist", CORE_NORMS + ("bn",) + SUCCESSORS + ("wn", "bln"),
+    _figure6_claims((4, 128)),
     # Figure 6's claim at the small batch is where BN's statistics are noisy; the CPU
     # runs it alone, a GPU both of the figure's batch sizes. configs/perm_mnist.py's
     # `cpu` sweep is this setting's grid.

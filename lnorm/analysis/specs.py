@@ -35,9 +35,14 @@ from lnorm.training import experiments as registry
 SCALES = ("cpu", "gpu", "paper")
 #: The normalizers every experiment is run with.
 CORE_NORMS = ("none", "ln", "rms")
-#: The successors of LN reported beside the claim grid where a run is cheap (their own
-#: claims are the Transformer's): DyT, ScaleNorm, LayerNorm-simple.
-SUCCESSORS = ("dyt", "scalenorm", "ln_simple")
+#: The per-example normalizers after LN, in every experiment's table beside the claim
+#: grid (their own claims are the Transformer's): pRMSNorm, DyT, ScaleNorm,
+#: LayerNorm-simple.
+SUCCESSORS = ("prms", "dyt", "scalenorm", "ln_simple")
+#: The seeds a normalizer runs at in an experiment where no claim reads it: its row of
+#: the headline table (every normalizer lnorm has, in every experiment it runs in),
+#: which no verdict rests on. The rows a claim reads run at the rule's planned seeds.
+TABLE_ROW_SEEDS = 3
 
 #: The papers as the claims cite them ...
 LN_PAPER = "Ba, Kiros & Hinton 2016"

@@ -52,6 +52,7 @@ from lnorm.analysis import compare
 from lnorm.analysis import generated_block
 from lnorm.analysis import rule
 from lnorm.analysis import runs as runs_lib
+from lnorm.analysis import specs
 from lnorm.analysis import timing
 from lnorm.errors import ConfigError, UserError
 from lnorm.sweeps import benchmark_suite as suite
@@ -292,10 +293,29 @@ def plans(experiments: Sequence[suite.Experiment], scale: str, workdir: str,
   for e in experiments:
     chosen = seeds if seeds is not None else seeds_by_power(e, scale, records)
     members = suite.members([e], scale, norms, chosen, variants)
-    out.append(Plan(e, e.scales[scale], members, os.path.join(workdir, scale, e.name),
-                    scale, None if own_records == records else own_records,
-                    dict(overrides or {})))
+    plan = Plan(e, e.scales[scale], members, os.path.join(workdir, scale, e.name),
+                scale, None if own_records == records else own_records,
+                dict(overrides or {}))
+    out.append(plan if seeds is not None else table_rows_at_their_seeds(plan))
   return out
+
+
+def table_rows_at_their_seeds(plan: Plan) -> Plan:
+  """``plan`` with each normalizer no claim reads (its row in the headline table, and
+  no verdict) at the first ``specs.TABLE_ROW_SEEDS`` of the rule's seeds: the planned
+  seeds are sized for the claims, and every normalizer lnorm has runs in every
+  experiment (issue 60). A row a claim reads keeps every planned seed."""
+  claims_ = plan.experiment.claims_at(plan.scale)
+  first = sorted({m.seed for m in plan.members})[:specs.TABLE_ROW_SEEDS]
+  read: dict[str, bool] = {}
+  kept = []
+  for m in plan.members:
+    if m.group not in read:
+      config = plan.member_config(m, {})
+      read[m.group] = any(_is_side(c, config) for c in claims_)
+    if read[m.group] or m.seed in first:
+      kept.append(m)
+  return dataclasses.replace(plan, members=kept)
 
 
 def seeds_by_power(experiment: suite.Experiment, scale: str,
