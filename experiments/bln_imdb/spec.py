@@ -3,24 +3,13 @@ and claims, the authors' logs, the figure, and what the batch size sets with it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from lnorm.analysis import specs
 from lnorm.analysis.specs import CORE_NORMS, SUCCESSORS, ExperimentSpec, Setting
 
-#: Examples a jitted call trains on (the batch size's steps per call).
-EXAMPLES_PER_CALL = 500
-
-
-def batch_fields(batch_size: int) -> dict[str, Any]:
-  """What the batch size sets with it (the config's argument, the suite's variants):
-  the steps fused per call."""
-  return {"batch_size": batch_size,
-          "steps_per_call": specs.steps_per_call(batch_size, EXAMPLES_PER_CALL)}
-
-
-def batch_variant(batch_size: int) -> dict[str, str]:
-  return specs.as_overrides(batch_fields(batch_size))
+#: What the batch size sets with it: the steps fused per call, about 500 examples.
+BATCH = specs.BatchRule(examples_per_call=500)
+batch_fields = BATCH.fields  # The config's batch_size argument.
+batch_variant = BATCH.variant
 
 
 SPEC = ExperimentSpec(

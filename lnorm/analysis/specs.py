@@ -338,6 +338,22 @@ def as_overrides(fields: Mapping[str, Any]) -> dict[str, str]:
   return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in fields.items()}
 
 
+@dataclasses.dataclass(frozen=True)
+class BatchRule:
+  """What an experiment's batch size sets with it, wherever it is set (the config's
+  ``batch_size`` argument, the suite's variants, the config's own sweeps): the steps
+  fused per jitted call, about ``examples_per_call`` examples a call."""
+  examples_per_call: int
+
+  def fields(self, batch_size: int) -> dict[str, Any]:
+    return {"batch_size": batch_size,
+            "steps_per_call": steps_per_call(batch_size, self.examples_per_call)}
+
+  def variant(self, batch_size: int) -> dict[str, str]:
+    """:meth:`fields` as a variant of the suite (dotted overrides)."""
+    return as_overrides(self.fields(batch_size))
+
+
 def bln_claims(experiment: str, batch_sizes: Sequence[int]) -> tuple[Claim, ...]:
   """BLN against BN and LN at each batch size, twice: on each seed's best validation
   error as BLN trains (population statistics), and under the BLN paper's protocol
