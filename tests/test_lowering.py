@@ -31,6 +31,8 @@ def test_train_and_eval_steps_lower_for_cuda_and_tpu(experiment):
     assert step.lowered == {"cuda": None, "tpu": None}, step.lowered
     assert step.argument_bytes > report.state_bytes >= report.param_bytes > 0
     assert step.output_bytes > 0 and step.cpu_temp_bytes is None
+    # No host round trip per call on a GPU (issue 59).
+    assert step.host_branches == {"cuda": 0}, step.name
   # The train step takes steps_per_call batches of batch_size, the eval step one batch
   # of eval_batch_size with its padding mask.
   train_shapes = [shape for shape, _ in report.train_batch.values()]
@@ -88,6 +90,48 @@ def test_a_step_that_does_not_lower_is_reported_per_platform():
   assert not report.ok
   assert set(report.lowered) == {"cuda", "tpu"}
   assert all(error and platform in error for platform, error in report.lowered.items())
+
+
+def test_a_branch_chosen_at_run_time_is_counted_where_a_gpu_waits_for_it():
+  # XLA:GPU copies a lax.cond's predicate to the host and waits (issue 59); the
+  # selection of lax.platform_dependent is made when the step is lowered, and is none.
+  def by_platform(v):
+    return jax.lax.platform_dependent(v, cpu=lambda v: v + 1, default=lambda v: v * 3)
+
+  def step(x):
+    return by_platform(jax.lax.cond(x[0] > 0, lambda v: v * 2, lambda v: v - 1, x))
+
+  arg = (jax.ShapeDtypeStruct((3,), jnp.float32),)
+  report = lowering.lower_step("train", step, arg, ("cuda", "rocm", "tpu"), compile_cpu=False)
+  assert report.host_branches == {"cuda": 1, "rocm": 1}  # A TPU resolves it on the chip.
+  text = lowering.format_report(lowering.CheckReport("toy", None, 1, 4, 4, {}, {}, [report]))
+  assert ("    cuda: 1 branch chosen at run time (lax.cond): each waits for its predicate "
+          "on the host, every call") in text
+  plain = lowering.lower_step("eval", by_platform, arg, ("cuda",), compile_cpu=False)
+  assert plain.host_branches == {"cuda": 0}
+  assert "    cuda: no branch chosen at run time" in lowering.format_report(
+      lowering.CheckReport("toy", None, 1, 4, 4, {}, {}, [plain]))
+
+
+def _branchy(v):
+  return jax.lax.cond(v[0] > 0, lambda u: u * 2, lambda u: u - 1, v)
+
+
+@pytest.mark.parametrize("step, branches", [
+    # A branch in a loop's body counts once; one in a function of its own too.
+    (lambda x: jax.lax.scan(lambda c, _: (_branchy(c), None), x, None, length=4)[0], 1),
+    (lambda x: jax.jit(_branchy)(x), 1),
+    # JAX's own platform selection (jnp.diagonal's), its index passed out of one
+    # function, through a loop and into another: none.
+    (lambda x: jax.grad(lambda v: jnp.diagonal(jnp.outer(v, v)).sum())(x), 0),
+    (lambda x: jax.grad(lambda v: jax.lax.scan(
+        lambda c, _: (jnp.diagonal(jnp.outer(c, c)) * 0.5, None), v, None,
+        length=3)[0].sum())(x), 0),
+], ids=["in-a-loop", "in-a-function", "jax-selection", "jax-selection-through-a-loop"])
+def test_branches_are_told_from_platform_selections_wherever_they_are(step, branches):
+  arg = (jax.ShapeDtypeStruct((3,), jnp.float32),)
+  report = lowering.lower_step("train", step, arg, ("cuda",), compile_cpu=False)
+  assert report.host_branches == {"cuda": branches}
 
 
 def test_unknown_platform_is_a_user_error():

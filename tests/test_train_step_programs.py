@@ -9,11 +9,12 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from jax._src.lib.mlir import ir
+from jaxlib.mlir import ir
 
 from lnorm import config as config_lib
 from lnorm.data.core import Dataset
 from lnorm.training import optim, steps
+from lnorm.training.lowering import runtime_branches
 from lnorm.training import task as task_lib
 from lnorm.training.train_state import TrainStateInitializer
 
@@ -73,34 +74,6 @@ def test_a_call_of_one_step_measures_its_norms(run):
   _, out = jax.jit(steps.make_train_chunk(train_step))(state, one, jax.random.key(4))
   assert all(np.asarray(out[k]).shape == (1,) and float(out[k][0]) > 0
              for k in steps.NORM_METRICS)
-
-
-def runtime_branches(module: ir.Module) -> int:
-  """The conditionals of a lowered program whose branch is chosen from data at run
-  time: every ``stablehlo.case`` or ``stablehlo.if`` but the platform selection of
-  ``lax.platform_dependent``, whose index is a constant once the program is lowered for
-  one platform (the selection itself a case on a constant)."""
-
-  def static(value) -> bool:
-    owner = value.owner
-    if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
-      owner = owner.operation
-    if not isinstance(owner, ir.Operation):  # A block argument.
-      return False
-    if owner.name == "stablehlo.constant":
-      return True
-    return owner.name == "stablehlo.case" and static(owner.operands[0])
-
-  found = []
-
-  def visit(op):
-    op = op.operation if hasattr(op, "operation") else op
-    if op.name in ("stablehlo.case", "stablehlo.if") and not static(op.operands[0]):
-      found.append(op.name)
-    return ir.WalkResult.ADVANCE
-
-  module.operation.walk(visit)
-  return len(found)
 
 
 def _lowered(run, platform: str) -> ir.Module:

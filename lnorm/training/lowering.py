@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from jaxlib.mlir import ir
 
 from lnorm.data.core import Dataset
 from lnorm.errors import UserError
@@ -46,6 +47,11 @@ PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 #: which XLA compiles for the device but whose format has no compatibility guarantee
 #: across jaxlib versions. The check lowers a step and discards it, so nothing is kept.
 _EXPORTED_CUSTOM_CALLS = (jax.export.DisabledSafetyCheck.custom_call(TRITON_CUSTOM_CALL),)
+
+#: Platforms whose runtime copies a conditional's predicate to the host and waits for
+#: it (XLA:GPU's conditional thunk): a branch chosen at run time there is a host round
+#: trip each time the step runs.
+HOST_BRANCH_PLATFORMS = ("cuda", "rocm")
 
 #: Datasets without a synthetic source, and the small local source used instead.
 SMALL_SOURCES = {"mnist": "embedded", "binarized_mnist": "derived"}
@@ -131,6 +137,9 @@ class StepReport:
   lower_seconds: float
   cpu_temp_bytes: int | None = None
   cpu_compile_seconds: float | None = None
+  #: Per platform of HOST_BRANCH_PLATFORMS lowered: the conditionals chosen at run
+  #: time in one call of the step (:func:`runtime_branches`), each a host round trip.
+  host_branches: dict[str, int] = dataclasses.field(default_factory=dict)
 
   @property
   def ok(self) -> bool:
@@ -155,6 +164,73 @@ class CheckReport:
 
 def _shapes(batch) -> dict[str, tuple[tuple[int, ...], str]]:
   return {k: (tuple(v.shape), np.dtype(v.dtype).name) for k, v in batch.items()}
+
+
+def runtime_branches(module: ir.Module) -> int:
+  """The conditionals of a lowered program whose branch is chosen from data at run
+  time: every ``stablehlo.case`` or ``stablehlo.if`` but the platform selection of
+  ``lax.platform_dependent`` (lnorm's, or JAX's own inside its functions), whose index
+  is a constant once the program is lowered for one platform, and which XLA removes:
+  the index a constant, a case on one, a loop's carried value that starts as one and
+  passes through unchanged, a function's result that is one, or a function's argument
+  that every call of the function passes such an index. A ``lax.cond`` inside a loop counts once."""
+  calls: dict[str, list[ir.Operation]] = {}
+  functions: dict[str, ir.Operation] = {}
+
+  def collect(op):
+    op = op.operation if hasattr(op, "operation") else op
+    if op.name == "func.call":
+      calls.setdefault(ir.FlatSymbolRefAttr(op.attributes["callee"]).value, []).append(op)
+    elif op.name == "func.func":
+      functions[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    return ir.WalkResult.ADVANCE
+
+  module.operation.walk(collect)
+
+  def carried(loop, index: int, seen) -> bool:
+    """Whether a while loop's carried value ``index`` is static: its initial value
+    is, and the body passes it on unchanged."""
+    body = loop.regions[1].blocks[0]
+    terminator = list(body.operations)[-1]
+    return (terminator.operands[index] == body.arguments[index]
+            and static(loop.operands[index], seen))
+
+  def static(value, seen=()) -> bool:
+    if isinstance(value, ir.BlockArgument):
+      parent = value.owner.owner
+      parent = parent.operation if hasattr(parent, "operation") else parent
+      if parent.name == "stablehlo.while":
+        return carried(parent, value.arg_number, seen)
+      if parent.name != "func.func" or parent in seen:
+        return False
+      name = ir.StringAttr(parent.attributes["sym_name"]).value
+      sites = calls.get(name, [])
+      return bool(sites) and all(static(call.operands[value.arg_number], (*seen, parent))
+                                 for call in sites)
+    owner = value.owner
+    owner = owner.operation if hasattr(owner, "operation") else owner
+    if owner.name == "stablehlo.constant":
+      return True
+    if owner.name == "stablehlo.while":
+      return carried(owner, ir.OpResult(value).result_number, seen)
+    if owner.name == "func.call":  # A function's result: what its return gives.
+      function = functions.get(ir.FlatSymbolRefAttr(owner.attributes["callee"]).value)
+      if function is None or function in seen:
+        return False
+      returned = list(function.regions[0].blocks[0].operations)[-1]
+      return static(returned.operands[ir.OpResult(value).result_number], (*seen, function))
+    return owner.name == "stablehlo.case" and static(owner.operands[0], seen)
+
+  found = []
+
+  def visit(op):
+    op = op.operation if hasattr(op, "operation") else op
+    if op.name in ("stablehlo.case", "stablehlo.if") and not static(op.operands[0]):
+      found.append(op.name)
+    return ir.WalkResult.ADVANCE
+
+  module.operation.walk(visit)
+  return len(found)
 
 
 def lower_step(name: str, fn: Callable, args: Sequence[Any], platforms: Sequence[str],
@@ -182,6 +258,10 @@ def lower_step(name: str, fn: Callable, args: Sequence[Any], platforms: Sequence
       except Exception as e:  # pylint: disable=broad-except
         lowered[platform] = f"{type(e).__name__}: {e}".splitlines()[0]
   report = StepReport(name, nbytes(args), out_bytes, lowered, time.perf_counter() - start)
+  for platform in HOST_BRANCH_PLATFORMS:
+    if lowered.get(platform, "absent") is None:
+      report.host_branches[platform] = runtime_branches(jitted.trace(*args).lower(
+          lowering_platforms=(platform,)).compiler_ir("stablehlo"))
   if compile_cpu:
     start = time.perf_counter()
     compiled = jitted.lower(*args).compile()
@@ -240,6 +320,10 @@ def format_report(report: CheckReport) -> str:
     lines.append(f"  {step.name} step: arguments {format_bytes(step.argument_bytes)}, "
                  f"outputs {format_bytes(step.output_bytes)}; lowered in "
                  f"{step.lower_seconds:.1f} s: {status}")
+    for platform, n in step.host_branches.items():
+      lines.append(f"    {platform}: " + ("no branch chosen at run time" if not n else
+                   f"{n} branch{'es' if n > 1 else ''} chosen at run time (lax.cond): "
+                   "each waits for its predicate on the host, every call"))
     if step.cpu_temp_bytes is not None:
       lines.append(f"    compiled for this CPU in {step.cpu_compile_seconds:.1f} s: "
                    f"temporaries {format_bytes(step.cpu_temp_bytes)}")
