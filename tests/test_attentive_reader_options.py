@@ -240,11 +240,13 @@ def test_training_renames_only_the_entity_outputs_of_the_vocabulary():
 
 
 def test_the_cpu_sweep_is_the_claim_grid_on_the_cbt_made_from_books():
-  # The benchmark's members (its spec's grid), not a grid of the config's own: the
-  # normalizers its claims read at the config's gain, and LN at gain 0.1.
+  # The benchmark's members (its spec's grid), not a grid of the config's own: every
+  # normalizer the task takes at the config's gain (the claims' and the table's rows),
+  # and LN at gain 0.1.
   assert config_lib.get_config("scale=cpu").data.source == "cbt_books"
   members = {(m["norm"], m.get("norm_options.ln.scale_init")) for m in config_lib.get_sweep("cpu")}
-  assert members == {("none", None), ("ln", None), ("rms", None), ("bn", None), ("ln", "0.1")}
+  assert members == {(n, None) for n in ("none", "ln", "rms", "bn", "bn_everywhere", "prms",
+                                         "dyt", "scalenorm", "ln_simple")} | {("ln", "0.1")}
   assert {m["norm"] for m in config_lib.get_sweep("figure2")} == {
       "none", "bn", "bn_everywhere", "ln"}
   cbt = config_lib.get_sweep("cbt")
