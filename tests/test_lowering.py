@@ -134,6 +134,45 @@ def test_branches_are_told_from_platform_selections_wherever_they_are(step, bran
   assert report.host_branches == {"cuda": branches}
 
 
+# A loop whose carried index drives a case: the index is static only while the body
+# passes it on unchanged (JAX never emits the other form for its platform selections,
+# so the program is written out).
+_LOOP_WITH_A_CASE = """
+func.func public @main(%x: tensor<f32>) -> tensor<f32> {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %one = stablehlo.constant dense<1> : tensor<i32>
+  %three = stablehlo.constant dense<3> : tensor<i32>
+  %out:3 = stablehlo.while(%i = %zero, %index = %zero, %v = %x)
+      : tensor<i32>, tensor<i32>, tensor<f32>
+   cond {
+    %more = stablehlo.compare LT, %i, %three : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %more : tensor<i1>
+  } do {
+    %picked = "stablehlo.case"(%index) ({
+      stablehlo.return %v : tensor<f32>
+    }, {
+      %twice = stablehlo.add %v, %v : tensor<f32>
+      stablehlo.return %twice : tensor<f32>
+    }) : (tensor<i32>) -> tensor<f32>
+    %next_i = stablehlo.add %i, %one : tensor<i32>
+    %next_index = stablehlo.add %index, %one : tensor<i32>
+    stablehlo.return %next_i, NEXT_INDEX, %picked : tensor<i32>, tensor<i32>, tensor<f32>
+  }
+  return %out#2 : tensor<f32>
+}
+"""
+
+
+@pytest.mark.parametrize("next_index, branches", [("%index", 0), ("%next_index", 1)],
+                         ids=["index-passed-on", "index-changed-by-the-loop"])
+def test_a_loop_carried_index_is_static_only_if_the_loop_passes_it_on(next_index, branches):
+  from jax._src.interpreters import mlir  # pylint: disable=import-outside-toplevel
+  from jax._src.lib.mlir import ir  # pylint: disable=import-outside-toplevel
+  with mlir.make_ir_context():
+    module = ir.Module.parse(_LOOP_WITH_A_CASE.replace("NEXT_INDEX", next_index))
+    assert lowering.runtime_branches(module) == branches
+
+
 def test_unknown_platform_is_a_user_error():
   config = config_lib.load_config(os.path.join(REPO, "configs/perm_mnist.py:smoke=true"))
   with pytest.raises(UserError, match="gpu.*choose from cpu, cuda, rocm, tpu"):
