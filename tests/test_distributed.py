@@ -240,6 +240,13 @@ def test_a_collective_whose_peer_is_gone_is_a_lost_process_named_in_one_line():
   assert distributed.lost_peer(gone)
   assert not distributed.lost_peer(jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: memory"))
   assert not distributed.lost_peer(ValueError("Connection reset by peer"))
+  # A collective a jitted call dispatches: JAX raises XLA's status as a ValueError
+  # (process_allgather's, seen with the peer killed under load).
+  assert distributed.lost_peer(ValueError(
+      "UNKNOWN: Gloo AllGather failed: [external/gloo/gloo/transport/tcp/pair.cc:538] "
+      "Read error [127.0.0.1]:52451: Connection reset by peer"))
+  assert not distributed.lost_peer(ValueError("UNKNOWN: Gloo AllGather failed: bad size"))
+  assert not distributed.lost_peer(ValueError("UNKNOWN: Connection reset by peer"))
   assert distributed.lost_peer_message(gone, 0, 2) == (
       "Process 0 of the 2-process job lost process 1: it stopped answering (killed, "
       "crashed, or its host went down) [UNKNOWN: Gloo all-reduce failed: [pair.cc:538] "

@@ -25,7 +25,7 @@ import pytest
 
 from lnorm.training import checkpoint_policy, parallel
 from lnorm.training.checkpoint_policy import CheckpointDecisions, CheckpointTimer, Decision
-from tests.helpers import epoch_records, lnorm_subprocess
+from tests.helpers import epoch_records, lnorm_subprocess, xla_flags_with_devices
 
 # --- the decisions --------------------------------------------------------------------
 
@@ -153,7 +153,7 @@ class _TwoProcesses:
     self.workdir = workdir
     self.procs = [lnorm_subprocess(
         "train", "--config", SMOKE, *ARGS, *extra, "--workdir", workdir,
-        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=1",
+        env={"XLA_FLAGS": xla_flags_with_devices(1),
              "JAX_COORDINATOR_ADDRESS": f"localhost:{port}", "JAX_NUM_PROCESSES": "2",
              "JAX_PROCESS_ID": str(i), **env}) for i in range(2)]
 
@@ -291,7 +291,7 @@ def test_a_process_killed_is_named_by_the_other_which_leaves_at_once(jobs, tmp_p
   assert code == 1, stderr
   assert stderr.strip().splitlines()[-1].startswith(
       "lnorm: error: Process 0 of the 2-process job lost process 1: it stopped answering "
-      "(killed, crashed, or its host went down) [")
+      "(killed, crashed, or its host went down) ["), stderr[-3000:]
 
 
 @pytest.mark.slow

@@ -58,6 +58,8 @@ _EXPLICIT_ENV = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID
 _TPU_HOSTS_ENV = ("TPU_WORKER_HOSTNAMES", "TPU_PROCESS_ADDRESSES")
 #: What a collective says when a process at the other end is gone (Gloo on CPUs,
 #: NCCL on GPUs, the coordination service's RPCs).
+#: How XLA's status codes open an error's text.
+_XLA_STATUSES = ("UNKNOWN:", "INTERNAL:", "UNAVAILABLE:", "ABORTED:", "DEADLINE_EXCEEDED:")
 _LOST_PEER_TEXTS = ("closed by peer", "reset by peer", "Socket closed", "Broken pipe",
                     "remote process exited", "UNAVAILABLE", "heartbeat")
 
@@ -472,8 +474,13 @@ def lost_peer(error: BaseException) -> bool:
   """Whether ``error`` is a collective that failed because a process at its other end
   is gone."""
   import jax  # pylint: disable=g-import-not-at-top
-  return (isinstance(error, jax.errors.JaxRuntimeError) and
-          any(text in str(error) for text in _LOST_PEER_TEXTS))
+  message = str(error)
+  from_xla = isinstance(error, jax.errors.JaxRuntimeError) or (
+      # A collective a jitted call dispatches (process_allgather's) fails there, and JAX
+      # raises XLA's status as a ValueError: "UNKNOWN: Gloo AllGather failed: ...".
+      isinstance(error, ValueError) and message.startswith(_XLA_STATUSES)
+      and "Gloo" in message)
+  return from_xla and any(text in message for text in _LOST_PEER_TEXTS)
 
 
 def lost_peer_message(error: BaseException, process_id: int, num_processes: int) -> str:
