@@ -6,11 +6,25 @@ import os
 import shutil
 import tempfile
 
-import jax
+from tests.helpers import UNOPTIMIZED_XLA_FLAG
+
+#: Set to ``default`` to compile the suite's programs as lnorm compiles them for users.
+#: Otherwise XLA:CPU's backend (LLVM) compiles them unoptimized: the suite's programs
+#: are small and run a few updates, so compiling is much of its time, and the suite
+#: takes about 12% less of a core at level 0 (docs/testing.md). Values move by a few
+#: ulps (level 0 fuses no multiply-add), inside every tolerance the tests hold: the
+#: golden losses pass at either level.
+XLA_OPT_ENV = "LNORM_TEST_XLA_OPT"
+if (os.environ.get(XLA_OPT_ENV) != "default"
+    and "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", "")):
+  # Before JAX starts its backend, which reads XLA_FLAGS once; subprocesses inherit it.
+  os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {UNOPTIMIZED_XLA_FLAG}".strip()
+
+import jax  # pylint: disable=wrong-import-position
 import pytest
 
-from lnorm import data
-from tests import quick_tier
+from lnorm import data  # pylint: disable=wrong-import-position
+from tests import quick_tier  # pylint: disable=wrong-import-position
 
 pytest_plugins = ("pytester",)  # tests/test_data_real.py runs the marker in a sub-session.
 

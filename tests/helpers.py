@@ -11,6 +11,8 @@ from typing import Sequence
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: What tests/conftest.py adds to XLA_FLAGS unless LNORM_TEST_XLA_OPT=default.
+UNOPTIMIZED_XLA_FLAG = "--xla_backend_optimization_level=0"
 
 
 def lnorm_subprocess(*args: str, **popen_kwargs) -> subprocess.Popen:
@@ -50,3 +52,26 @@ def extended_beyond(variants: Sequence[str],
   """``variants`` as pytest parameters, those not in ``distinct`` marked extended."""
   return [v if v in distinct else pytest.param(v, marks=pytest.mark.extended)
           for v in variants]
+
+
+def train_xla_flags(flags: str | None = None) -> str:
+  """The XLA_FLAGS lnorm train records, started with ``flags`` (the suite's own,
+  tests/conftest.py, by default): those and the GPU determinism flag it adds."""
+  flags = os.environ.get("XLA_FLAGS", "") if flags is None else flags
+  if "xla_gpu_deterministic_ops" in flags:
+    return flags
+  return f"{flags} --xla_gpu_deterministic_ops=true".strip()
+
+
+def xla_flags_as_users_run() -> str:
+  """XLA_FLAGS without the suite's own optimization level: for a subprocess that must
+  compile (and time) as a user's run does."""
+  return " ".join(f for f in os.environ.get("XLA_FLAGS", "").split()
+                  if f != UNOPTIMIZED_XLA_FLAG)
+
+
+def xla_flags_with_devices(devices: int) -> str:
+  """XLA_FLAGS for a subprocess with ``devices`` emulated CPU devices, keeping the
+  suite's own flags (tests/conftest.py)."""
+  return f"{os.environ.get('XLA_FLAGS', '')} " \
+         f"--xla_force_host_platform_device_count={devices}".strip()

@@ -21,7 +21,7 @@ from lnorm.errors import UserError
 from lnorm.gpucheck import __main__ as gpucheck
 from lnorm.gpucheck import fig6, records, rnn_layers, steps
 from lnorm.training.task import EXPERIMENTS
-from tests.helpers import REPO
+from tests.helpers import REPO, train_xla_flags, xla_flags_as_users_run
 from tests.test_data_parsers import idx_bytes
 
 
@@ -66,7 +66,7 @@ def test_the_rnn_phase_times_each_row_and_says_why_one_cannot_run(rehearsed):
     assert (item["batch"], item["steps"], item["input"], item["hidden"]) == (3, 7, 5, 6)
     # The implementation it ran, and the flags lnorm train runs under.
     assert item["implementation"] == "fused", row
-    assert item["xla"]["xla_flags"] == "--xla_gpu_deterministic_ops=true"
+    assert item["xla"]["xla_flags"] == train_xla_flags()
     assert item["xla"]["PJRT_NPROC"] == "1"
     # Compiled before any row was timed: the worker's rows time after its compiling.
     assert item["compiled_at"] <= item["timing_started_at"] <= item["timing_finished_at"]
@@ -75,7 +75,7 @@ def test_the_rnn_phase_times_each_row_and_says_why_one_cannot_run(rehearsed):
       "the same program as lstm here (impl auto runs the fused recurrence on cpu)")
   assert items["gru_pallas"]["skipped"].startswith("the Pallas kernels run on an NVIDIA GPU")
   assert items["jax_cudnn_lstm"]["skipped"] == "cuDNN needs an NVIDIA GPU; JAX runs on cpu"
-  assert record["xla"]["xla_flags"] == "--xla_gpu_deterministic_ops=true"
+  assert record["xla"]["xla_flags"] == train_xla_flags()
   ratios = {(r["size"], r["name"]): r["value"] for r in gpu_report.rnn_ratios(record["items"])}
   assert ratios == {
       ("toy lstm", "ln_lstm / lstm"): items["ln_lstm"]["median_s"] / items["lstm"]["median_s"]}
@@ -167,7 +167,7 @@ def test_a_worker_times_the_train_call_lnorm_train_jits(tmp_path, monkeypatch):
   assert not result["cudnn_in_step"] and "recurrence" not in result  # An MLP.
   assert result["compile_s"] > 0 and result["parameters"] > 0
   assert result["lengths"] == {}  # An MLP: no variable length to draw.
-  assert result["xla"]["xla_flags"] == "--xla_gpu_deterministic_ops=true"
+  assert result["xla"]["xla_flags"] == train_xla_flags()
 
 
 def test_fig6_runs_the_benchmark_at_figure_6s_batch_size(tmp_path):
@@ -262,7 +262,9 @@ def test_run_sh_rehearses_every_phase(tmp_path):
   prepared = os.path.join(REPO, "gpu_prepared")
   # The image the rehearsal copies is the Python running the tests (the one with JAX),
   # whether or not its virtual environment is activated.
-  env = {**os.environ, "REHEARSAL_PYTHON": os.environ.get("REHEARSAL_PYTHON", sys.executable)}
+  env = {**os.environ, "REHEARSAL_PYTHON": os.environ.get("REHEARSAL_PYTHON", sys.executable),
+         # Compiled as on a GPU machine: its phases time training, which level 0 slows.
+         "XLA_FLAGS": xla_flags_as_users_run()}
   if not os.path.exists(os.path.join(prepared, "MANIFEST")):
     prepared = str(tmp_path / "prepared")
     env["GPU_PREPARED"] = prepared
@@ -291,7 +293,7 @@ def test_run_sh_rehearses_every_phase(tmp_path):
     assert rerun["identical"] and rerun["values_compared"] > 0, rerun
   for phase in records.PHASES:  # Every phase under lnorm train's flags.
     assert records.read_json(records.phase_path(str(out), phase))["xla"]["xla_flags"] == (
-        "--xla_gpu_deterministic_ops=true"), phase
+        train_xla_flags(env["XLA_FLAGS"])), phase
   experiments = records.read_json(records.phase_path(str(out), "experiments"))["items"]
   assert {(i["experiment"], i["norm"]) for i in experiments if "error" not in i} >= {
       ("perm_mnist", "none"), ("perm_mnist", "ln")}

@@ -15,7 +15,7 @@ import types
 
 import pytest
 
-from tests.helpers import epoch_records, lnorm_subprocess
+from tests.helpers import epoch_records, lnorm_subprocess, xla_flags_with_devices
 
 # BN at batch 40: 10 examples per device, so per-device statistics would show at once.
 SMOKE = "configs/perm_mnist.py:norm=bn,batch_size=40,smoke=true"
@@ -27,7 +27,7 @@ TOLERANCE = 1e-5
 
 
 def _train(workdir: str, devices: int, *extra: str):
-  env = {"XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+  env = {"XLA_FLAGS": xla_flags_with_devices(devices)}
   return lnorm_subprocess("train", "--config", SMOKE, *ARGS, *extra, "--workdir", workdir,
                           env=env)
 
@@ -113,7 +113,7 @@ def test_two_process_job_matches_one_device(runs, tmp_path):
   workdir = str(tmp_path / "two_processes")
   procs = [lnorm_subprocess(
       "train", "--config", SMOKE, *ARGS, "--workdir", workdir,
-      env={"XLA_FLAGS": "--xla_force_host_platform_device_count=1",
+      env={"XLA_FLAGS": xla_flags_with_devices(1),
            "JAX_COORDINATOR_ADDRESS": f"localhost:{port}", "JAX_NUM_PROCESSES": "2",
            "JAX_PROCESS_ID": str(i)}) for i in range(2)]
   for i, p in enumerate(procs):

@@ -20,7 +20,7 @@ import pytest
 
 from lnorm.rnn import RecurrentLayer, make_gru_cell, make_lstm_cell
 from tests.test_rnn_cells import B, H, LENGTHS, T, inputs
-from tests.helpers import extended_beyond
+from tests.helpers import extended_beyond, xla_flags_with_devices
 
 pytestmark = pytest.mark.usefixtures("precise_jax")
 
@@ -139,7 +139,7 @@ print(len(jax.devices()))
 
 def run_on_four_devices(probe: str) -> None:
   """Runs ``probe`` in a process with 4 emulated CPU devices; it must print 4 last."""
-  env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+  env = {**os.environ, "XLA_FLAGS": xla_flags_with_devices(4)}
   out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                        env=env)
   assert out.returncode == 0, out.stderr[-2000:]

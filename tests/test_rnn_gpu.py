@@ -36,7 +36,7 @@ from lnorm.rnn import (
     recurrence_path, sequence_mask)
 from lnorm.rnn.pallas_steps import GRUKernelParams, GRUSteps, LSTMKernelParams, LSTMSteps
 from lnorm.training import defaults, lowering
-from tests.helpers import REPO, extended_beyond
+from tests.helpers import DISTINCT_RECURRENCE_VARIANTS, REPO, extended_beyond
 from tests.test_user_norms import user_module  # pylint: disable=unused-import
 
 pytestmark = pytest.mark.usefixtures("precise_jax")
@@ -113,16 +113,21 @@ def _assert_close(got, want, tolerance: float) -> None:
     np.testing.assert_allclose(g, w, rtol=0, atol=tolerance * float(np.max(np.abs(w))))
 
 
-#: Each case compiles the kernels in Pallas's interpreter (10 to 20 s of a core): the
+#: Each case compiles the kernels in Pallas's interpreter (5 to 15 s of a core): the
 #: normalizers sharing LN's tile code are checked tile by tile in the suite
 #: (test_the_tile_normalizers_equal_the_normalizers_with_padded_tiles) and through the
-#: kernels as extended cases.
-@pytest.mark.parametrize("variant", extended_beyond(LSTM_VARIANTS))
+#: kernels as extended cases. RMSNorm among them: its tiles are pRMSNorm's over the
+#: whole row, and pRMSNorm runs through the kernels in the suite
+#: (test_unpadded_sequences_from_a_zero_state).
+KERNEL_VARIANTS = tuple(v for v in DISTINCT_RECURRENCE_VARIANTS if v != "rms")
+
+
+@pytest.mark.parametrize("variant", extended_beyond(LSTM_VARIANTS, KERNEL_VARIANTS))
 def test_lstm_kernels_equal_the_scan(variant):
   _compare(make_lstm_cell, variant)
 
 
-@pytest.mark.parametrize("variant", extended_beyond(GRU_VARIANTS))
+@pytest.mark.parametrize("variant", extended_beyond(GRU_VARIANTS, KERNEL_VARIANTS))
 def test_gru_kernels_equal_the_scan(variant):
   _compare(make_gru_cell, variant)
 
