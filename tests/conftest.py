@@ -11,9 +11,9 @@ from tests.helpers import UNOPTIMIZED_XLA_FLAG
 #: Set to ``default`` to compile the suite's programs as lnorm compiles them for users.
 #: Otherwise XLA:CPU's backend (LLVM) compiles them unoptimized: the suite's programs
 #: are small and run a few updates, so compiling is much of its time, and the suite
-#: takes about 12% less of a core at level 0 (docs/testing.md). Values move by a few
-#: ulps (level 0 fuses no multiply-add), inside every tolerance the tests hold: the
-#: golden losses pass at either level.
+#: takes about 12% less of a core at level 0 (docs/testing.md). Values move by rounding
+#: (level 0 fuses no multiply-add; docs/testing.md says how much), inside every
+#: tolerance the tests hold: the golden losses pass at either level.
 XLA_OPT_ENV = "LNORM_TEST_XLA_OPT"
 if (os.environ.get(XLA_OPT_ENV) != "default"
     and "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", "")):
