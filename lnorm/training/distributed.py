@@ -56,10 +56,10 @@ _HEARTBEAT_SECS = 100.0
 _EXPLICIT_ENV = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID")
 #: Set by Cloud TPU on every worker of a pod slice: a comma-separated host list.
 _TPU_HOSTS_ENV = ("TPU_WORKER_HOSTNAMES", "TPU_PROCESS_ADDRESSES")
-#: What a collective says when a process at the other end is gone (Gloo on CPUs,
-#: NCCL on GPUs, the coordination service's RPCs).
 #: How XLA's status codes open an error's text.
 _XLA_STATUSES = ("UNKNOWN:", "INTERNAL:", "UNAVAILABLE:", "ABORTED:", "DEADLINE_EXCEEDED:")
+#: What a collective says when a process at the other end is gone (Gloo on CPUs,
+#: NCCL on GPUs, the coordination service's RPCs).
 _LOST_PEER_TEXTS = ("closed by peer", "reset by peer", "Socket closed", "Broken pipe",
                     "remote process exited", "UNAVAILABLE", "heartbeat")
 
