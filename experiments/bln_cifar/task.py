@@ -26,10 +26,8 @@ import numpy as np
 from experiments.bln_cifar import lenet
 from experiments.bln_cifar.lenet import LeNet
 from lnorm.errors import ConfigError
-from lnorm.evaluation import trivial
 from lnorm.normalization import PER_EXAMPLE_NORMS, make_norm
-from lnorm.training.task import Task as BaseTask
-from lnorm.training.task import classification_metrics
+from lnorm.training.task import ClassificationTask
 
 #: norm_axes -> norm -> options for the norms of the conv feature maps (NHWC). Every
 #: per-example normalizer (LN's successors, a user's) takes LN's axes.
@@ -56,7 +54,7 @@ def conv_axes(norm_axes: str, norm: str) -> dict:
   return axes.get(norm, axes["ln"])
 
 
-class Task(BaseTask):
+class Task(ClassificationTask):
 
   norms = ("bln", "bn") + PER_EXAMPLE_NORMS + ("none",)
 
@@ -87,13 +85,3 @@ class Task(BaseTask):
   def model_inputs(self, batch):
     # The model standardizes them (LeNet's input_mean and input_std).
     return (batch["image"].astype(jnp.float32),)
-
-  def trivial_baseline(self, dataset):
-    """The training subset's class prior: the majority class's error."""
-    return trivial.classification_record(dataset, dataset.info["num_classes"],
-                                         self.train_split())
-
-  def loss_and_metrics(self, logits, batch, model):
-    del model  # Unused.
-    metrics = classification_metrics(logits, batch["label"])
-    return jnp.mean(metrics["nll"]), metrics

@@ -11,16 +11,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from lnorm.errors import ConfigError
-from lnorm.evaluation import trivial
 from lnorm.models import MLP, mlp
 from lnorm.normalization import make_norm
-from lnorm.training.task import Task as BaseTask
-from lnorm.training.task import classification_metrics
+from lnorm.training.task import ClassificationTask
 
 ACTIVATIONS = {"relu": nn.relu, "tanh": jnp.tanh, "sigmoid": nn.sigmoid}
 
 
-class Task(BaseTask):
+class Task(ClassificationTask):
 
   def build_model(self, dataset):
     c = self.config
@@ -42,13 +40,3 @@ class Task(BaseTask):
 
   def model_inputs(self, batch):
     return (batch["image"].astype(jnp.float32) / 255.0,)
-
-  def trivial_baseline(self, dataset):
-    """The training split's class prior: the majority class's error."""
-    return trivial.classification_record(dataset, dataset.info["num_classes"],
-                                         self.train_split())
-
-  def loss_and_metrics(self, logits, batch, model):
-    del model  # Unused.
-    metrics = classification_metrics(logits, batch["label"])
-    return jnp.mean(metrics["nll"]), metrics

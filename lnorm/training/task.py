@@ -25,6 +25,7 @@ import ml_collections
 
 from lnorm.data.core import Dataset
 from lnorm.errors import ConfigError, UserError
+from lnorm.evaluation import trivial
 from lnorm.normalization import NORMS, check_norm_choice
 from lnorm.training import defaults
 from lnorm.training import experiments
@@ -190,6 +191,23 @@ class Task:
   def train_step_flops(self, dataset: Dataset, batch: Batch) -> int:
     """The matmul FLOPs of one train step on ``batch`` (see ``train_step_flops``)."""
     return train_step_flops(self.forward_macs(dataset, batch))
+
+
+class ClassificationTask(Task):
+  """A classifier of ``batch["label"]`` into ``dataset.info["num_classes"]`` classes
+  from logits: the mean negative log-likelihood as its loss, per-example NLL and 0/1
+  error as its metrics, the training split's class prior as its trivial baseline."""
+
+  def trivial_baseline(self, dataset: Dataset) -> dict | None:
+    """The training split's class prior: the majority class's error."""
+    return trivial.classification_record(dataset, dataset.info["num_classes"],
+                                         self.train_split())
+
+  def loss_and_metrics(self, logits: jax.Array, batch: Batch, model: nn.Module,
+                       ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    del model  # Unused.
+    metrics = classification_metrics(logits, batch["label"])
+    return jnp.mean(metrics["nll"]), metrics
 
 
 def train_step_flops(forward_macs: int) -> int:
