@@ -126,13 +126,13 @@ def get_config(arg=None):
 def get_sweep(name=None):
   """Named grids of dotted overrides (see ``lnorm sweep``)."""
   # Imported here: the config itself (get_config) needs none of the benchmark.
+  from lnorm.analysis import specs  # pylint: disable=g-import-not-at-top
   from lnorm.sweeps import benchmark_suite  # pylint: disable=g-import-not-at-top
   sweeps = {
       # The benchmark's own members at each scale, its spec's grids (`lnorm benchmark
       # --experiments bln_imdb` runs the same).
       **benchmark_suite.named_sweeps("bln_imdb"),
       # The paper's comparison: three norms at batch sizes 25 and 1 (20% subset).
-      "comparison": [{"norm": n, **spec.batch_fields(b)}
-                for b in (25, 1) for n in ("bln", "bn", "ln")],
+      "comparison": specs.bln_comparison(spec.BATCH),
   }
   return sweeps if name is None else sweeps[name]

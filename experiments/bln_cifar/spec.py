@@ -16,7 +16,7 @@ batch_variant = BATCH.variant
 
 SPEC = ExperimentSpec(
     "bln_cifar", CORE_NORMS + ("bln", "bn") + SUCCESSORS,
-    specs.bln_claims("bln_cifar", (25, 1)) + (
+    specs.bln_claims("bln_cifar", specs.BLN_BATCH_SIZES) + (
         Claim("bln_cifar_bn_at_chance_b1", "At batch size 1, BN does not learn: its "
               "error stays at chance", f"{BLN_PAPER}, sec. 4", "bn", "bn",
               kind="at_chance", where={"batch_size": "1"}),),

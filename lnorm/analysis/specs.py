@@ -354,6 +354,18 @@ class BatchRule:
     return as_overrides(self.fields(batch_size))
 
 
+#: The BLN paper's comparison: its three normalizers at batch sizes 25 and 1.
+BLN_COMPARED = ("bln", "bn", "ln")
+BLN_BATCH_SIZES = (25, 1)
+
+
+def bln_comparison(batch: BatchRule) -> list[dict[str, Any]]:
+  """The BLN paper's comparison as a sweep's grid (a config's ``comparison`` sweep):
+  each normalizer it compares at each of its batch sizes, with what ``batch`` sets
+  with the batch size."""
+  return [{"norm": n, **batch.fields(b)} for b in BLN_BATCH_SIZES for n in BLN_COMPARED]
+
+
 def bln_claims(experiment: str, batch_sizes: Sequence[int]) -> tuple[Claim, ...]:
   """BLN against BN and LN at each batch size, twice: on each seed's best validation
   error as BLN trains (population statistics), and under the BLN paper's protocol
