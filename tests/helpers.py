@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from typing import Sequence
 
 import pytest
@@ -24,13 +25,29 @@ def lnorm_subprocess(*args: str, **popen_kwargs) -> subprocess.Popen:
                           **popen_kwargs)
 
 
-def epoch_records(workdir: str) -> list[dict]:
-  path = os.path.join(workdir, "metrics.jsonl")
-  if not os.path.exists(path):
+def metric_points(workdir: str) -> list[dict]:
+  """The points ``workdir``'s metrics.jsonl holds so far ([] before it exists): whole
+  lines only, since a run still going may be writing its last."""
+  try:
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+      return [json.loads(line) for line in f if line.endswith("\n")]
+  except FileNotFoundError:
     return []
-  with open(path) as f:
-    records = [json.loads(line) for line in f if line.strip()]
-  return [r for r in records if "time/epoch_seconds" in r]
+
+
+def epoch_records(workdir: str) -> list[dict]:
+  return [r for r in metric_points(workdir) if "time/epoch_seconds" in r]
+
+
+def wait_for(condition, timeout: float = 120.0, poll: float = 0.02) -> bool:
+  """Whether ``condition()`` came true within ``timeout`` seconds, asked every
+  ``poll`` seconds."""
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    if condition():
+      return True
+    time.sleep(poll)
+  return False
 
 
 def run_record(workdir: str) -> dict:

@@ -6,7 +6,6 @@ Members are trained by the stand-in of ``tests/test_benchmark_suite.py`` (no JAX
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import shutil
 

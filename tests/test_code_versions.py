@@ -8,7 +8,6 @@ import json
 import os
 
 import ml_collections
-import pytest
 
 from lnorm.analysis import code_versions
 from lnorm.analysis import runs as runs_lib

@@ -15,7 +15,8 @@ import types
 
 import pytest
 
-from tests.helpers import epoch_records, lnorm_subprocess, xla_flags_with_devices
+from tests.helpers import (epoch_records, lnorm_subprocess, metric_points,
+                           xla_flags_with_devices)
 
 # BN at batch 40: 10 examples per device, so per-device statistics would show at once.
 SMOKE = "configs/perm_mnist.py:norm=bn,batch_size=40,smoke=true"
@@ -31,10 +32,6 @@ def _train(workdir: str, devices: int, *extra: str):
   return lnorm_subprocess("train", "--config", SMOKE, *ARGS, *extra, "--workdir", workdir,
                           env=env)
 
-
-def _points(workdir: str) -> list[dict]:
-  with open(os.path.join(workdir, "metrics.jsonl")) as f:
-    return [json.loads(line) for line in f if line.strip()]
 
 
 def max_difference(a: list[dict], b: list[dict]) -> float:
@@ -64,7 +61,7 @@ def test_four_devices_match_one_device(runs):
   for n, d in runs.items():
     with open(os.path.join(d, "config.json")) as f:
       assert json.load(f)["devices"]["count"] == n
-  one, four = _points(runs[1]), _points(runs[4])
+  one, four = metric_points(runs[1]), metric_points(runs[4])
   assert len(epoch_records(runs[4])) == 3
   assert len(four) > 3  # Intra-epoch losses too, every 10 steps.
   assert max_difference(one, four) < TOLERANCE
@@ -77,8 +74,7 @@ def test_kill_and_resume_on_four_devices(runs, tmp_path):
   deadline = time.time() + 300
   # Kill it inside the second epoch (100 steps per epoch).
   while time.time() < deadline and not any(
-      p.get("step", 0) > 100 for p in (_points(workdir) if os.path.exists(
-          os.path.join(workdir, "metrics.jsonl")) else [])):
+      p.get("step", 0) > 100 for p in metric_points(workdir)):
     if proc.poll() is not None:
       break
     time.sleep(0.02)
@@ -122,4 +118,4 @@ def test_two_process_job_matches_one_device(runs, tmp_path):
     assert f"Joined a 2-process job as process {i}" in stderr
   with open(os.path.join(workdir, "config.json")) as f:
     assert json.load(f)["devices"] == {"count": 2, "platform": "cpu", "processes": 2}
-  assert max_difference(_points(runs[1]), _points(workdir)) < TOLERANCE
+  assert max_difference(metric_points(runs[1]), metric_points(workdir)) < TOLERANCE

@@ -23,7 +23,7 @@ import time
 import numpy as np
 import pytest
 
-from lnorm.training import checkpoint_policy, parallel
+from lnorm.training import parallel
 from lnorm.training.checkpoint_policy import CheckpointDecisions, CheckpointTimer, Decision
 from tests.helpers import epoch_records, lnorm_subprocess, xla_flags_with_devices
 

@@ -9,12 +9,11 @@ import os
 import re
 import shutil
 import signal
-import time
 
 import pytest
 
 from lnorm import cli
-from tests.helpers import lnorm_subprocess
+from tests.helpers import lnorm_subprocess, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -117,14 +116,6 @@ def test_a_cut_last_line_is_logged_again_and_the_record_is_whole(finished, tmp_p
 # --- Ctrl-C at every moment -------------------------------------------------------------
 
 
-def _wait_for(predicate, timeout=120.0):
-  deadline = time.time() + timeout
-  while time.time() < deadline:
-    if predicate():
-      return True
-    time.sleep(0.005)
-  return False
-
 
 def _has_loaded_jax(proc, workdir):
   """JAX's core library is in the process: its garbage-collection callback, where a
@@ -165,7 +156,7 @@ def test_ctrl_c_at_any_moment_stops_with_the_resume_hint_and_the_rerun_resumes(
           "--config.hidden_sizes=16", "--config.eval_batch_size=500",
           "--config.num_epochs=1000", "--config.log_every_steps=50", "--workdir", workdir]
   proc = lnorm_subprocess(*args)
-  reached = _wait_for(lambda: moment(proc, workdir))
+  reached = wait_for(lambda: moment(proc, workdir), poll=0.005)
   proc.send_signal(signal.SIGINT)
   _, stderr = proc.communicate(timeout=120)
   assert reached, stderr

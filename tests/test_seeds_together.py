@@ -9,7 +9,6 @@ logged, so that every update's loss and gradient norm is compared.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shlex
@@ -27,6 +26,7 @@ from lnorm.errors import DivergenceError
 from lnorm.sweeps import runner
 from lnorm.training import defaults
 from lnorm.training import loop
+from tests.helpers import metric_points
 from tests.test_sweep import TINY_CONFIG  # perm-MNIST shrunk to seconds, as a user writes it
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,10 +54,6 @@ def smoke_config(spec: str, max_steps: int = UPDATES, **changed):
   config_lib.apply_overrides(config, {k: v for k, v in overrides.items() if k in config})
   return config
 
-
-def points(workdir: str) -> list[dict]:
-  with open(os.path.join(workdir, "metrics.jsonl")) as f:
-    return [json.loads(line) for line in f if line.strip()]
 
 
 def is_compared(key: str, value) -> bool:
@@ -108,12 +104,14 @@ def test_each_seed_together_equals_its_run_alone(spec, seeds, tmp_path):
   finals = loop.train_seeds(config, seeds, [str(tmp_path / f"together{s}") for s in seeds])
   for seed, final in zip(seeds, finals):
     alone = train_alone(config, seed, str(tmp_path / f"alone{seed}"))
-    records = points(str(tmp_path / f"alone{seed}"))
+    records = metric_points(str(tmp_path / f"alone{seed}"))
     assert sum("train/grad_norm" in p for p in records) > UPDATES  # Every update logged.
-    assert largest_difference(records, points(str(tmp_path / f"together{seed}"))) <= RTOL
+    together = metric_points(str(tmp_path / f"together{seed}"))
+    assert largest_difference(records, together) <= RTOL
     assert final.keys() == alone.keys()
   # Not the same run copied: the seeds' losses differ.
-  first_losses = {points(str(tmp_path / f"together{s}"))[0]["train/loss"] for s in seeds}
+  first_losses = {metric_points(str(tmp_path / f"together{s}"))[0]["train/loss"]
+                  for s in seeds}
   assert len(first_losses) == len(seeds)
 
 
@@ -125,7 +123,8 @@ def test_one_seed_through_the_stacked_path_differs_from_its_run_alone_in_roundin
                         hidden_sizes="(8,)")
   loop.train_seeds(config, [1], [str(tmp_path / "together")])
   train_alone(config, 1, str(tmp_path / "alone"))
-  alone, together = points(str(tmp_path / "alone")), points(str(tmp_path / "together"))
+  alone = metric_points(str(tmp_path / "alone"))
+  together = metric_points(str(tmp_path / "together"))
   assert largest_difference(alone, together) <= RTOL
 
 
@@ -152,15 +151,15 @@ def test_a_seed_that_diverges_stops_alone_and_the_others_train_on(tmp_path, monk
   with pytest.raises(DivergenceError, match=r"1 of 3 seeds stopped .* Seed 1: "):
     loop.train_seeds(config, seeds, [str(tmp_path / f"s{s}") for s in seeds])
   monkeypatch.undo()
-  stopped = points(str(tmp_path / f"s{poisoned}"))
+  stopped = metric_points(str(tmp_path / f"s{poisoned}"))
   # As a run alone records it: the step its bad update started from.
   assert stopped[-1] == {"step": at_call - 1, defaults.DIVERGED_AT: at_call - 1}
   assert sum("train/loss" in p for p in stopped) == at_call - 1
   assert defaults.has_diverged(stopped)
   for seed in (0, 2):
     train_alone(config, seed, str(tmp_path / f"alone{seed}"))
-    assert largest_difference(points(str(tmp_path / f"alone{seed}")),
-                              points(str(tmp_path / f"s{seed}"))) <= RTOL
+    assert largest_difference(metric_points(str(tmp_path / f"alone{seed}")),
+                              metric_points(str(tmp_path / f"s{seed}"))) <= RTOL
 
 
 # --- resume ---------------------------------------------------------------------------
@@ -184,8 +183,8 @@ def test_a_seed_workdir_resumes_by_either_command(tmp_path):
     train_alone(full, seed, str(tmp_path / f"alone{seed}"))
   train_alone(full, 2, str(tmp_path / "alone2"))
   for seed in (0, 1, 2):
-    assert largest_difference(points(str(tmp_path / f"alone{seed}")),
-                              points(str(tmp_path / f"s{seed}"))) <= RTOL
+    assert largest_difference(metric_points(str(tmp_path / f"alone{seed}")),
+                              metric_points(str(tmp_path / f"s{seed}"))) <= RTOL
 
 
 # --- the verdicts ---------------------------------------------------------------------
@@ -308,7 +307,7 @@ def test_a_sweep_trains_its_seeds_in_groups_each_into_its_workdir(tmp_path, caps
     log = (member / "train.log").read_text()
     assert ("--seeds 0,1" in log) == (seed < 2)
     assert f"seed={seed}: done" in out
-    assert points(str(member))[-1]["step"] == 40
+    assert metric_points(str(member))[-1]["step"] == 40
   # A rerun finds every member finished.
   assert cli.main(["sweep", "--config", str(config), "--workdir", str(workdir),
                    "--grid", "seed=0,1,2", "--seeds-per-process", "2",

@@ -7,20 +7,18 @@ exact moment between two members."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
 from lnorm.sweeps import benchmark as bench
 from lnorm.sweeps import runner
 from lnorm.sweeps.space import SweepSpace
-from tests.helpers import epoch_records, lnorm_subprocess
+from tests.helpers import epoch_records, lnorm_subprocess, metric_points, wait_for
 from tests.test_benchmark_suite import TOY, _fake_train
 
 # 500 updates per epoch, two epochs (~0.3 s each): long enough to land inside one.
@@ -37,21 +35,6 @@ def _sweep(workdir):
                           "--grid", f"seed={','.join(SEEDS)}", "--no-figures")
 
 
-def _points(workdir):
-  try:
-    with open(os.path.join(workdir, "metrics.jsonl")) as f:
-      return [json.loads(line) for line in f if line.endswith("\n")]
-  except FileNotFoundError:
-    return []
-
-
-def _wait_for(predicate, timeout=180.0):
-  deadline = time.time() + timeout
-  while time.time() < deadline:
-    if predicate():
-      return True
-    time.sleep(0.01)
-  return False
 
 
 @pytest.fixture(scope="module")
@@ -67,20 +50,21 @@ def uninterrupted(tmp_path_factory):
 def _first_member_mid_epoch(workdir, out):
   del out
   # A running loss at step 50 of the first epoch's 500.
-  return _wait_for(lambda: any(p.get("step", 0) < 500 for p in _points(
-      os.path.join(workdir, "seed=0"))))
+  return wait_for(lambda: any(p.get("step", 0) < 500 for p in metric_points(
+      os.path.join(workdir, "seed=0"))), timeout=180, poll=0.01)
 
 
 def _first_member_at_its_last_epoch(workdir, out):
   del out
   # The record of the last epoch is on disk: the member ends its run normally.
-  return _wait_for(lambda: len(epoch_records(os.path.join(workdir, "seed=0"))) == 2)
+  return wait_for(lambda: len(epoch_records(os.path.join(workdir, "seed=0"))) == 2,
+                  timeout=180, poll=0.01)
 
 
 def _between_members(workdir, out):
   del workdir
   # The sweep reports the first member done: the second is about to start.
-  return _wait_for(lambda: "seed=0: done" in "".join(out))
+  return wait_for(lambda: "seed=0: done" in "".join(out), timeout=180, poll=0.01)
 
 
 @pytest.mark.slow
@@ -110,7 +94,7 @@ def test_sigterm_stops_the_sweep_and_the_rerun_resumes_it_exactly(tmp_path, unin
   # No member after the one the signal found (or the one starting as it came) ran on.
   finished = [s for s in SEEDS if len(epoch_records(os.path.join(workdir, f"seed={s}"))) == 2]
   assert finished in ([], ["0"]), finished
-  assert not _points(os.path.join(workdir, "seed=2")), "the sweep went on to a third member"
+  assert not metric_points(os.path.join(workdir, "seed=2")), "the sweep went on to a third member"
   assert "seed=1: done" not in "".join(out)
 
   rerun = _sweep(workdir)
@@ -235,7 +219,8 @@ def test_lnorm_benchmark_stops_on_sigterm_mid_member(tmp_path):
   runs = os.path.join(tmp_path, "runs", "cpu", "perm_mnist")
   # The suite's cpu setting is a variant (batch_size=4), which names the member's folder.
   member = os.path.join(runs, "batch_size=4,norm=none", "seed=0")
-  reached = _wait_for(lambda: any(p.get("step", 0) > 0 for p in _points(member)))
+  reached = wait_for(lambda: any(p.get("step", 0) > 0 for p in metric_points(member)),
+                     timeout=180, poll=0.01)
   proc.send_signal(signal.SIGTERM)
   _, stderr = proc.communicate(timeout=180)
   assert reached, stderr

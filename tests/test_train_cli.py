@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import time
 
 import pytest
 import tensorflow_datasets as tfds
@@ -15,7 +14,8 @@ import tensorflow_datasets as tfds
 from lnorm import cli
 from lnorm.training.defaults import DIVERGED_AT
 from lnorm.training.metrics_writer import read_metrics
-from tests.helpers import epoch_records, lnorm_subprocess, run_record
+from tests.helpers import (epoch_records, lnorm_subprocess, metric_points, run_record,
+                           wait_for)
 from tests.test_data_load import write_mnist
 
 SMOKE = "configs/perm_mnist.py:norm=bn,batch_size=8,smoke=true"
@@ -76,25 +76,10 @@ def test_evaluations_off_the_asked_steps_are_announced_and_fall_where_announced(
                    "--config.num_epochs=2") == 0
   assert ("so the first evaluations fall at steps 256, 756, not 250, 750. To evaluate at "
           "exactly those steps, set --config.steps_per_call=50") in caplog.text
-  mid = [r["step"] for r in _points(workdir) if "time/epoch_seconds" not in r]
+  mid = [r["step"] for r in metric_points(workdir) if "time/epoch_seconds" not in r]
   assert mid == [256, 756]
 
 
-def _points(workdir):
-  try:
-    with open(os.path.join(workdir, "metrics.jsonl")) as f:
-      return [json.loads(line) for line in f if line.endswith("\n")]
-  except FileNotFoundError:
-    return []
-
-
-def _wait_for(predicate, timeout=120.0):
-  deadline = time.time() + timeout
-  while time.time() < deadline:
-    if predicate():
-      return True
-    time.sleep(0.02)
-  return False
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
@@ -109,7 +94,7 @@ def test_resume_after_kill_equals_uninterrupted_run(tmp_path, sig):
   workdir = str(tmp_path / "interrupted")
   proc = lnorm_subprocess(*args, "--workdir", workdir)
   # Kill it in the middle of the second epoch, as soon as it logged a step there.
-  started = _wait_for(lambda: any(r["step"] > 500 for r in _points(workdir)))
+  started = wait_for(lambda: any(r["step"] > 500 for r in metric_points(workdir)))
   proc.send_signal(sig)
   _, stderr = proc.communicate(timeout=120)
   assert started, stderr
@@ -263,14 +248,14 @@ def test_a_rerun_after_a_kill_before_the_first_checkpoint_says_it_starts_over(tm
           "--config.checkpoint_every_secs=1e6"]
   workdir = str(tmp_path / "run")
   proc = lnorm_subprocess(*args, "--workdir", workdir)
-  started = _wait_for(lambda: len(_points(workdir)) >= 1)
+  started = wait_for(lambda: len(metric_points(workdir)) >= 1)
   proc.send_signal(signal.SIGKILL)
   _, stderr = proc.communicate(timeout=120)
   assert started, stderr
   checkpoints = os.path.join(workdir, "checkpoints")
   assert not os.path.isdir(checkpoints) or not [
       d for d in os.listdir(checkpoints) if d.isdigit()], "killed after a checkpoint"
-  points = len(_points(workdir))
+  points = len(metric_points(workdir))
   rerun = lnorm_subprocess(*args, "--workdir", workdir, "--config.max_steps=10")
   _, stderr = rerun.communicate(timeout=300)
   assert rerun.returncode == 0, stderr
@@ -284,7 +269,7 @@ def test_ctrl_c_is_a_calm_stop_with_exit_code_130(tmp_path):
           "--config.num_epochs=20", "--config.log_every_steps=50"]
   workdir = str(tmp_path / "run")
   proc = lnorm_subprocess(*args, "--workdir", workdir)
-  started = _wait_for(lambda: len(_points(workdir)) >= 1)
+  started = wait_for(lambda: len(metric_points(workdir)) >= 1)
   proc.send_signal(signal.SIGINT)
   _, stderr = proc.communicate(timeout=120)
   assert started, stderr

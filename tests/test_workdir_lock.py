@@ -9,14 +9,13 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 
 import pytest
 
 from lnorm import cli
 from lnorm.errors import UserError, WorkdirInUseError
 from lnorm.training import workdir_lock
-from tests.helpers import epoch_records, lnorm_subprocess
+from tests.helpers import epoch_records, lnorm_subprocess, wait_for
 
 SMOKE = "configs/perm_mnist.py:norm=ln,batch_size=8,smoke=true"
 FAST = ["--config.progress_bar=false", "--config.hidden_sizes=16",
@@ -31,14 +30,6 @@ def _holder_pid(workdir):
     return None
 
 
-def _wait_for(condition, timeout=120.0):
-  end = time.time() + timeout
-  while time.time() < end:
-    if condition():
-      return True
-    time.sleep(0.1)
-  return False
-
 
 def test_second_train_on_a_busy_workdir_stops_and_a_killed_holder_blocks_nothing(tmp_path):
   workdir = str(tmp_path / "run")
@@ -46,7 +37,7 @@ def test_second_train_on_a_busy_workdir_stops_and_a_killed_holder_blocks_nothing
           "--config.num_epochs=50"]
   first = lnorm_subprocess(*args)
   try:
-    assert _wait_for(lambda: _holder_pid(workdir) == first.pid), first.stderr
+    assert wait_for(lambda: _holder_pid(workdir) == first.pid, poll=0.1), first.stderr
     second = lnorm_subprocess(*args)
     _, stderr = second.communicate(timeout=120)
     assert second.returncode == 2

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import re
 import subprocess
 from typing import Any, Callable
 
