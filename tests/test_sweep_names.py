@@ -1,7 +1,8 @@
 """Every config offers its benchmark's grids under the scales' names, ``cpu`` and
 ``paper`` (read from its spec: tests/test_specs.py), and each LN-paper config its
-figure's or table's grid under that figure's name, the baseline beside LN; every
-member of them is a valid set of overrides."""
+figure's or table's grid under that figure's name, the baseline beside LN, and each
+BLN config the BLN paper's comparison; every member of them is a valid set of
+overrides."""
 
 from __future__ import annotations
 
@@ -37,3 +38,18 @@ def test_scale_and_figure_sweeps(name):
 def test_order_embeddings_keeps_seeds_as_the_old_name_of_cpu():
   module = config_lib.load_config_module("configs/order_embeddings.py")
   assert module.get_sweep("seeds") == module.get_sweep("cpu")
+
+
+#: Steps fused per call at batch sizes 25 and 1: about 1,000 examples a call for
+#: BLN-CIFAR, 500 for BLN-IMDB (their spec.BATCH), never more steps than examples.
+BLN_STEPS_PER_CALL = {"bln_cifar": {25: 40, 1: 1000}, "bln_imdb": {25: 20, 1: 500}}
+
+
+@pytest.mark.parametrize("name", sorted(BLN_STEPS_PER_CALL))
+def test_bln_comparison_is_the_papers_three_norms_at_batches_25_and_1(name):
+  members = sweep.load_sweep(f"configs/{name}.py", "comparison")
+  steps = BLN_STEPS_PER_CALL[name]
+  assert members == [{"norm": n, "batch_size": str(b), "steps_per_call": str(steps[b])}
+                     for b in (25, 1) for n in ("bln", "bn", "ln")]
+  for member in members:  # Each a valid set of overrides of the config.
+    config_lib.apply_overrides(config_lib.load_config(f"configs/{name}.py"), member)
