@@ -26,6 +26,7 @@ import numpy as np
 from experiments.bln_cifar import lenet
 from experiments.bln_cifar.lenet import LeNet
 from lnorm.errors import ConfigError
+from lnorm.evaluation import trivial
 from lnorm.normalization import PER_EXAMPLE_NORMS, make_norm
 from lnorm.training.task import ClassificationTask
 
@@ -85,3 +86,8 @@ class Task(ClassificationTask):
   def model_inputs(self, batch):
     # The model standardizes them (LeNet's input_mean and input_std).
     return (batch["image"].astype(jnp.float32),)
+
+  def trivial_baseline(self, dataset):
+    """The training subset's class prior: the majority class's error."""
+    return trivial.classification_record(dataset, dataset.info["num_classes"],
+                                         self.train_split())

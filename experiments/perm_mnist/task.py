@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lnorm.errors import ConfigError
+from lnorm.evaluation import trivial
 from lnorm.models import MLP, mlp
 from lnorm.normalization import make_norm
 from lnorm.training.task import ClassificationTask
@@ -40,3 +41,8 @@ class Task(ClassificationTask):
 
   def model_inputs(self, batch):
     return (batch["image"].astype(jnp.float32) / 255.0,)
+
+  def trivial_baseline(self, dataset):
+    """The training split's class prior: the majority class's error."""
+    return trivial.classification_record(dataset, dataset.info["num_classes"],
+                                         self.train_split())

@@ -25,7 +25,6 @@ import ml_collections
 
 from lnorm.data.core import Dataset
 from lnorm.errors import ConfigError, UserError
-from lnorm.evaluation import trivial
 from lnorm.normalization import NORMS, check_norm_choice
 from lnorm.training import defaults
 from lnorm.training import experiments
@@ -194,14 +193,10 @@ class Task:
 
 
 class ClassificationTask(Task):
-  """A classifier of ``batch["label"]`` into ``dataset.info["num_classes"]`` classes
-  from logits: the mean negative log-likelihood as its loss, per-example NLL and 0/1
-  error as its metrics, the training split's class prior as its trivial baseline."""
-
-  def trivial_baseline(self, dataset: Dataset) -> dict | None:
-    """The training split's class prior: the majority class's error."""
-    return trivial.classification_record(dataset, dataset.info["num_classes"],
-                                         self.train_split())
+  """A classifier of ``batch["label"]`` from logits: the mean negative log-likelihood
+  as its loss, per-example NLL and 0/1 error as its metrics. (Its trivial baseline,
+  the class prior, is each experiment's: lnorm.evaluation, which holds it, builds on
+  this package.)"""
 
   def loss_and_metrics(self, logits: jax.Array, batch: Batch, model: nn.Module,
                        ) -> tuple[jax.Array, dict[str, jax.Array]]:
