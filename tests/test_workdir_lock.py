@@ -50,10 +50,13 @@ def test_second_train_on_a_busy_workdir_stops_and_a_killed_holder_blocks_nothing
     first.communicate(timeout=60)
   # kill -9 leaves the lock file behind, but not the lock.
   assert os.path.exists(os.path.join(workdir, workdir_lock.LOCK_FILE))
-  rerun = lnorm_subprocess(*args[:-1], "--config.max_steps=5")
+  # Five updates past whatever the holder finished (on a fast machine it ends epochs,
+  # and saves their checkpoints, before the kill), so that the rerun must train.
+  target = max([r["step"] for r in epoch_records(workdir)], default=0) + 5
+  rerun = lnorm_subprocess(*args[:-1], f"--config.max_steps={target}")
   _, stderr = rerun.communicate(timeout=300)
   assert rerun.returncode == 0, stderr
-  assert [r["step"] for r in epoch_records(workdir)][-1] == 5
+  assert [r["step"] for r in epoch_records(workdir)][-1] == target
 
 
 def test_hold_names_the_holder_and_is_released_on_exit(tmp_path):
