@@ -720,7 +720,23 @@ def toy_gpu_command(tmp_path, monkeypatch):
       return runner.Outcome(member, "interrupted", 0.0, runner.INTERRUPTED_CODE)
     return outcome
 
+  def run_group(config_spec, group, configs, extra, sweep_name, stream, signals):
+    """Seeds together: each trained by the stand-in, its record saying with which
+    (its wall time stands for its share of the process's)."""
+    del configs
+    outcomes = [run_member(config_spec, m, extra, sweep_name, stream, signals)
+                for m in group]
+    for m in group:
+      path = os.path.join(m.workdir, "config.json")
+      with open(path) as f:
+        record = json.load(f)
+      record["seeds_together"] = [int(n.overrides["seed"]) for n in group]
+      with open(path, "w") as f:
+        json.dump(record, f)
+    return outcomes
+
   monkeypatch.setattr(runner, "_run_member", run_member)
+  monkeypatch.setattr(runner, "_run_group", run_group)
   records = str(tmp_path / "records")
   argv = ["benchmark", "--scale", "gpu", "--records", records, "--seeds", "0-2",
           "--workdir", str(tmp_path / "runs"), "--no-wandb"]
@@ -786,6 +802,40 @@ def test_a_member_the_time_left_cannot_hold_waits_for_the_next_chunk(toy_gpu_com
   calls.clear()
   assert cli.main(argv) == 0  # Without a limit, the rest.
   assert calls == ["norm=ln,seed=1", "norm=none,seed=2", "norm=ln,seed=2"]
+
+
+def test_seeds_together_start_as_many_as_the_time_left_holds(toy_gpu_command, monkeypatch,
+                                                             capsys):
+  """With --seeds-per-process, a chunk of seeds is one process: it starts with as many
+  of its seeds as the time left holds, a seed counted at its process's whole time."""
+  argv, records, _, calls, _ = toy_gpu_command
+  assert cli.main(argv + ["--seeds", "0"]) == 0  # Alone: none/0 took 14 s, ln/0 28 s.
+  calls.clear()
+  monkeypatch.setattr(bench, "TimeLimit", functools.partial(
+      bench.TimeLimit, timer=lambda seconds, fire: _Timer(seconds, fire),
+      clock=lambda: 1000.0))  # The clock stands still: the whole limit is left.
+  together = ["--seeds-per-process", "3", "--time-limit", "50"]
+  assert cli.main(argv + ["--seeds", "0-3"] + together) == 75
+  # none: 3 seeds together, 3 x 14 s = 42 s, fit; LN: 84 s do not, 56 s for two do
+  # not, one alone (28 s) does.
+  assert calls == ["norm=none,seed=1", "norm=none,seed=2", "norm=none,seed=3",
+                   "norm=ln,seed=1"]
+  assert ("[benchmark perm_mnist] norm=ln,seed=2, norm=ln,seed=3 not started: 50 s left "
+          "before the time limit, and 3 seeds of its group together would take up to "
+          "84 s") in capsys.readouterr().out
+  with open(os.path.join(records, "perm_mnist", "norm=none,seed=3", "config.json")) as f:
+    assert json.load(f)["seeds_together"] == [1, 2, 3]
+  # A recorded seed stands for its whole process: none/3's 56 s, a third of the 168 s
+  # its process took. So none/4 waits even alone; LN's two seeds (2 x 56 s) fit.
+  calls.clear()
+  assert cli.main(argv + ["--seeds", "0-4", "--seeds-per-process", "3",
+                          "--time-limit", "150"]) == 75
+  assert calls == ["norm=ln,seed=2", "norm=ln,seed=3"]
+  out = capsys.readouterr().out
+  assert ("norm=none,seed=4 not started: 150 s left before the time limit, and its "
+          "group's members took up to 168 s") in out
+  assert ("norm=ln,seed=4 not started: 150 s left before the time limit, and 3 seeds of "
+          "its group together would take up to 168 s") in out
 
 
 @pytest.mark.parametrize("extra, message", [

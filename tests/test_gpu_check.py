@@ -308,8 +308,12 @@ def test_run_sh_rehearses_every_phase(tmp_path):
   # its records in $OUT/benchmark as the benchmark's records.
   assert "== phase benchmark (limit 60 s)" in done.stdout
   assert "== phase benchmark: exit code 0" in done.stdout
-  member = out / "benchmark" / "perm_mnist" / "batch_size=128,norm=ln,seed=0"
-  assert json.loads((member / "config.json").read_text())["config"]["max_steps"] == 6
+  # Its two seeds trained together, in one process, each into records of its own.
+  for seed in (0, 1):
+    member = out / "benchmark" / "perm_mnist" / f"batch_size=128,norm=ln,seed={seed}"
+    record = json.loads((member / "config.json").read_text())
+    assert record["config"]["max_steps"] == 6 and record["config"]["seed"] == seed
+    assert record["seeds_together"] == [0, 1]
   assert "at most 30 seeds at the gpu scale" in done.stdout
 
 

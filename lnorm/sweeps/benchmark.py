@@ -691,15 +691,11 @@ def run(plan: Plan, records: str, parallel: int = 1,
     for members in filter(None, batches):
       group = members[0].group
       # Only under a limit: reading the group's records costs a command without one.
-      expected = (expected_seconds(plan, records, members[0])
-                  if limit is not None and limit.seconds is not None else None)
-      if not (limit is None or limit.fits(expected)):
-        limit.deferred += [f"{plan.experiment.name}/{m.name}" for m in members]
-        print(f"[benchmark {plan.experiment.name}] {', '.join(m.name for m in members)} "
-              f"not started: {limit.left():.0f} s left before the time limit, and its "
-              f"group's members took up to {expected:.0f} s (the next chunk runs it)",
-              flush=True)
-        continue
+      if limit is not None and limit.seconds is not None:
+        members = _start_what_fits(plan, records, members, limit, seeds_per_process,
+                                   in_parallel=parallel > 1)
+        if not members:
+          continue
       summary = runner.run_sweep(plan.setting.config, seed_space(members),
                                  plan.group_workdir(group), plan.group_overrides(members[0]),
                                  parallel=parallel, figures=False,
@@ -715,10 +711,50 @@ def run(plan: Plan, records: str, parallel: int = 1,
   return failed
 
 
-def expected_seconds(plan: Plan, records: str, member: suite.Member) -> float | None:
-  """The longest wall time (``time/wall_seconds`` at the run's end: start, data,
-  compilation, training and evaluation) that the recorded members of ``member``'s
-  group (its variant and normalizer, any seed) took; None before one is recorded."""
+def _start_what_fits(plan: Plan, records: str, members: list[suite.Member],
+                     limit: TimeLimit, seeds_per_process: int,
+                     in_parallel: bool) -> list[suite.Member]:
+  """Of a batch of ``members`` about to train, those the time left before ``limit``
+  can hold; the others wait for the next command (``limit.deferred``, and a line
+  saying why). In turn, the batch is one process (seeds of :func:`seed_chunks`
+  together, or a member alone): the most of its first seeds that fit, down to one,
+  since a process of fewer seeds finishes sooner. In parallel, each process (up to
+  ``seeds_per_process`` seeds) starts at once: all or none."""
+
+  def expected(count: int) -> float | None:
+    return expected_seconds(plan, records, members[0], min(count, seeds_per_process))
+
+  count = 0
+  for tried in [len(members)] if in_parallel else range(len(members), 0, -1):
+    if limit.fits(expected(tried)):
+      count = tried
+      break
+  waiting = members[count:]
+  if waiting:
+    limit.deferred += [f"{plan.experiment.name}/{m.name}" for m in waiting]
+    together = min(len(members), seeds_per_process)
+    what = (f"{together} seeds of its group together would take up to" if together > 1
+            else "its group's members took up to")
+    print(f"[benchmark {plan.experiment.name}] {', '.join(m.name for m in waiting)} not "
+          f"started: {limit.left():.0f} s left before the time limit, and {what} "
+          f"{expected(len(members)):.0f} s (the next chunk runs it)", flush=True)
+  return members[:count]
+
+
+def expected_seconds(plan: Plan, records: str, member: suite.Member,
+                     seeds_together: int = 1) -> float | None:
+  """The wall time (``time/wall_seconds`` at the run's end: start, data, compilation,
+  training and evaluation) a process training ``seeds_together`` seeds of
+  ``member``'s group (its variant and normalizer) is expected to take, the longest its
+  recorded seeds say; None before one is recorded.
+
+  A seed trained with others records its share of its process's time (each second
+  split among the seeds it was spent on), so that process took the share times the
+  seeds it held (config.json's ``seeds_together``). A process of more seeds is counted
+  in proportion, as on a CPU core, and one of fewer as long as the recorded process:
+  an accelerator, which runs a few seeds for little more than one, takes less. The
+  estimate errs long: a member the limit stops loses its minutes where its workdir
+  is not kept, one that waits loses none."""
   folder = os.path.dirname(plan.record_dir(records, member))
   if not os.path.isdir(folder):
     return None
@@ -726,14 +762,16 @@ def expected_seconds(plan: Plan, records: str, member: suite.Member) -> float | 
   for name in os.listdir(folder):
     if not name.startswith(f"{member.group},seed="):
       continue
+    path = os.path.join(folder, name)
     try:
-      run_ = runs_lib.read_finished_run(os.path.join(folder, name), name)
+      run_ = runs_lib.read_finished_run(path, name)
+      held = len(runs_lib.read_config(path).get("seeds_together") or [None])
     except runs_lib.DamagedRunError:
       continue  # The report names it.
     known = [p[runs_lib.WALL_SECONDS_KEY] for p in run_.points
              if p.get(runs_lib.WALL_SECONDS_KEY) is not None]
     if known:
-      found.append(known[-1])
+      found.append(known[-1] * max(held, seeds_together))
   return max(found) if found else None
 
 

@@ -74,6 +74,11 @@ fi
 # less what the command needs after its time limit (checkpoints, records, the report).
 budget="${GPU_BUDGET:-480}"
 benchmark_reserve=45
+# Seeds of one normalizer the benchmark phase trains together, in one process (`lnorm
+# benchmark --seeds-per-process`): a member alone leaves a GPU mostly idle. 5 is a
+# pilot's seeds; a process starts with as many as its group's records say the time
+# left holds (docs/benchmark.md, "Chunks").
+seeds_per_process="${GPU_SEEDS_PER_PROCESS:-5}"
 
 # --- the Python, and lnorm in it ----------------------------------------------------------
 
@@ -171,8 +176,8 @@ run_phase() {
 # next call (GPU_BENCHMARK_WORKDIR=<a folder that persists> resumes it instead).
 # The experiments are those whose data gpu_prepared/ carries (MNIST: perm-MNIST, DRAW,
 # order-embeddings; the books: the attentive reader, the Transformer, skip-thoughts),
-# or GPU_BENCHMARK_EXPERIMENTS. The rehearsal trains one member of Figure 6 at toy
-# sizes under a limit of 60 s (about 15 s on a loaded core).
+# or GPU_BENCHMARK_EXPERIMENTS, their seeds $seeds_per_process together. The rehearsal
+# trains two seeds of one member of Figure 6 together at toy sizes under a limit of 60 s.
 benchmark_experiments() {
   local found=()
   [ -d "$prep/data/mnist" ] && found+=(perm_mnist draw order_embeddings)
@@ -189,8 +194,9 @@ benchmark_phase() {
   local args=(--scale gpu --records "$records" --workdir "${GPU_BENCHMARK_WORKDIR:-$work/benchmark}"
               --no-wandb)
   if [ "$rehearse" = 1 ]; then
-    seconds=60 experiments="perm_mnist (the rehearsal: LN at batch 128, seed 0)"
-    args+=(--experiments perm_mnist --variants batch_size=128 --norms ln --seeds 0
+    seconds=60 experiments="perm_mnist (the rehearsal: LN at batch 128, seeds 0 and 1 together)"
+    args+=(--experiments perm_mnist --variants batch_size=128 --norms ln --seeds 0,1
+           --seeds-per-process 2
            --config.max_steps=6 "--config.hidden_sizes=(16,16)"
            --config.eval_points_per_decade=3 --config.checkpoint_every_secs=3600)
   else
@@ -201,7 +207,7 @@ benchmark_phase() {
       return
     fi
     experiments="$(benchmark_experiments)"
-    args+=(--experiments "$experiments")
+    args+=(--experiments "$experiments" --seeds-per-process "$seeds_per_process")
     device="$("$python" -c "$device_slug_code")" || device=""
     if [ -n "$device" ] && [ -d "$repo/results/gpu/$device/benchmark" ]; then
       mkdir -p "$records"
