@@ -306,7 +306,7 @@ def test_run_sh_rehearses_every_phase(tmp_path):
   assert json.loads((out / "device.json").read_text())["toy"]
   # The benchmark phase: a chunk of the gpu scale at toy sizes, under its time limit,
   # its records in $OUT/benchmark as the benchmark's records.
-  assert "== phase benchmark (limit 60 s)" in done.stdout
+  assert "== phase benchmark (limit 90 s)" in done.stdout
   assert "== phase benchmark: exit code 0" in done.stdout
   # Its two seeds trained together, in one process, each into records of its own.
   for seed in (0, 1):
