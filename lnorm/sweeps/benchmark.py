@@ -737,7 +737,8 @@ def _start_what_fits(plan: Plan, records: str, members: list[suite.Member],
             else "its group's members took up to")
     print(f"[benchmark {plan.experiment.name}] {', '.join(m.name for m in waiting)} not "
           f"started: {limit.left():.0f} s left before the time limit, and {what} "
-          f"{expected(len(members)):.0f} s (the next chunk runs it)", flush=True)
+          f"{expected(len(members)):.0f} s (the next chunk runs "
+          f"{'them' if len(waiting) > 1 else 'it'})", flush=True)
   return members[:count]
 
 
