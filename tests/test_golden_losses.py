@@ -53,6 +53,13 @@ ALL_ENV = "LNORM_GOLDEN_ALL"
 #: tenfold), an initializer's scale 1.0 -> 1.01 or the learning rate 1e-3 ->
 #: 1.01e-3 by 3e-4 or more (docs/testing.md, "Golden first updates").
 RTOL = 1e-5
+#: Experiments whose first updates carry a reordered sum beyond RTOL to another
+#: processor, and the tolerance that holds there: the attentive reader's gradient norm
+#: at update 2 (after one Adam step at LN gain 1.0, whose first steps are chaotic)
+#: moved by 3.3e-5 on an AMD Zen 3 core without AVX-512 (2026-12-02) from the values
+#: written on a Zen 5 core with it; its losses by 4e-7. A learning rate 1% off moves
+#: a first update by 3e-4 or more, still outside.
+CROSS_CPU_RTOL = {"attentive_reader": 1e-4}
 #: For values near zero, where a relative tolerance means nothing.
 ATOL = 1e-7
 
@@ -149,12 +156,18 @@ def store(experiment: str, norm: str, values: dict[str, list[float]]) -> None:
     _write(path, golden)
 
 
-def moved(expected: dict[str, list[float]], actual: dict[str, list[float]]) -> list[str]:
+def tolerance(experiment: str) -> float:
+  """The relative tolerance of ``experiment``'s golden values (RTOL, CROSS_CPU_RTOL)."""
+  return CROSS_CPU_RTOL.get(experiment, RTOL)
+
+
+def moved(expected: dict[str, list[float]], actual: dict[str, list[float]],
+          rtol: float = RTOL) -> list[str]:
   """One line per value outside the tolerance: which metric, which update, how far."""
   lines = []
   for key in METRICS:
     for update, (want, got) in enumerate(zip(expected[key], actual[key]), start=1):
-      if not math.isclose(got, want, rel_tol=RTOL, abs_tol=ATOL):
+      if not math.isclose(got, want, rel_tol=rtol, abs_tol=ATOL):
         lines.append(f"{key} of update {update}: {got!r}, golden {want!r} "
                      f"(relative change {(got - want) / want if want else math.inf:.2e})")
   return lines
@@ -172,7 +185,7 @@ def check(experiment: str, norm: str, tmp_path, monkeypatch) -> None:
   assert golden["settings"] == OVERRIDES, (
       f"{golden_path(experiment).name} was made with other settings. {how}")
   assert norm in golden["cases"], f"No golden values for {experiment} norm={norm}. {how}"
-  lines = moved(golden["cases"][norm], actual)
+  lines = moved(golden["cases"][norm], actual, tolerance(experiment))
   assert not lines, (f"{experiment} norm={norm}: the first updates moved:\n  "
                      + "\n  ".join(lines) + f"\n{how}")
 

@@ -25,7 +25,7 @@ from lnorm.training import assembly
 from lnorm.training import dynamics
 from lnorm.training import optim
 from tests import references as ref
-from tests.test_golden_losses import OVERRIDES, REPO, golden_path
+from tests.test_golden_losses import OVERRIDES, REPO, golden_path, tolerance
 from tests.test_rnn_cells import B, H, LENGTHS, T, build, f64, inputs
 
 # --- the growth of a perturbation --------------------------------------------------------
@@ -253,8 +253,9 @@ def test_trace_of_the_smoke_reader_replays_lnorm_train(smoke_run):
   # The updates are lnorm train's: its golden first two (tests/golden/).
   with open(golden_path("attentive_reader")) as f:
     golden = json.load(f)["cases"]["ln"]
-  np.testing.assert_allclose(columns["loss"][:2], golden["train/loss"], rtol=1e-5)
-  np.testing.assert_allclose(columns["grad_norm"][:2], golden["train/grad_norm"], rtol=1e-5)
+  rtol = tolerance("attentive_reader")  # Written on another processor, maybe.
+  np.testing.assert_allclose(columns["loss"][:2], golden["train/loss"], rtol=rtol)
+  np.testing.assert_allclose(columns["grad_norm"][:2], golden["train/grad_norm"], rtol=rtol)
   assert all(len(v) == 3 for v in columns.values())
   assert "gain/mean" in columns and not any(k.startswith("absent") for k in columns)
   assert columns["clipped"] == [0.0, 0.0, 0.0]  # Smoke gradients are far under 100.
