@@ -912,3 +912,23 @@ def test_a_machine_without_a_gpu_has_no_gpu_records_folder():
   with pytest.raises(UserError, match=r"--scale gpu records a GPU's members under "
                      r"results/gpu/<device>/benchmark, and JAX here runs on cpu \(cpu\)"):
     bench.accelerator()
+
+
+def test_in_parallel_a_group_under_a_limit_starts_whole_or_waits(toy_gpu_command,
+                                                                 monkeypatch, capsys):
+  """With --parallel, a group's processes start at once: each of up to K seeds is
+  judged as one process, and the group starts whole or not at all (no shrinking)."""
+  argv, _, _, calls, _ = toy_gpu_command
+  assert cli.main(argv + ["--seeds", "0"]) == 0  # Alone: none/0 took 14 s, ln/0 28 s.
+  calls.clear()
+  monkeypatch.setattr(bench, "TimeLimit", functools.partial(
+      bench.TimeLimit, timer=lambda seconds, fire: _Timer(seconds, fire),
+      clock=lambda: 1000.0))  # The clock stands still: the whole limit is left.
+  assert cli.main(argv + ["--seeds", "0-3", "--parallel", "2", "--seeds-per-process", "2",
+                          "--time-limit", "30"]) == 75
+  # none: processes of 2 seeds, 2 x 14 s = 28 s, fit; LN's 56 s do not, and none of
+  # its seeds starts alone.
+  assert sorted(calls) == ["norm=none,seed=1", "norm=none,seed=2", "norm=none,seed=3"]
+  assert ("norm=ln,seed=1, norm=ln,seed=2, norm=ln,seed=3 not started: 30 s left before "
+          "the time limit, and 2 seeds of its group together would take up to 56 s"
+          ) in capsys.readouterr().out
