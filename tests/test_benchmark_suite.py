@@ -781,16 +781,23 @@ def test_a_limit_that_expires_after_the_last_member_changes_nothing(toy_gpu_comm
   assert len(_recorded(records)) == 6
 
 
+def _seed_zero_recorded_and_the_clock_still(argv, calls, monkeypatch):
+  """Trains seed 0 of each member (none/0 records 14 s of wall time, ln/0 28 s) as the
+  estimates of the chunks that follow, whose limit then finds the clock standing
+  still: the whole limit is left whenever a member is judged."""
+  assert cli.main(argv + ["--seeds", "0"]) == 0
+  calls.clear()
+  monkeypatch.setattr(bench, "TimeLimit", functools.partial(
+      bench.TimeLimit, timer=lambda seconds, fire: _Timer(seconds, fire),
+      clock=lambda: 1000.0))
+
+
 def test_a_member_the_time_left_cannot_hold_waits_for_the_next_chunk(toy_gpu_command,
                                                                    monkeypatch, capsys):
   """Before the limit, a member starts only if its group's records say it finishes:
   one stopped at the limit would start again where the workdir is not kept."""
   argv, records, _, calls, _ = toy_gpu_command
-  assert cli.main(argv + ["--seeds", "0"]) == 0  # none/0 took 14 s of wall time, ln/0 28.
-  calls.clear()
-  frozen = functools.partial(bench.TimeLimit, timer=lambda seconds, fire: _Timer(
-      seconds, fire), clock=lambda: 1000.0)  # The clock stands still: 20 s are left.
-  monkeypatch.setattr(bench, "TimeLimit", frozen)
+  _seed_zero_recorded_and_the_clock_still(argv, calls, monkeypatch)
   assert cli.main(argv + ["--time-limit", "20"]) == 75
   # none/1 fits (14 s); then its 28 s make none/2 wait too, and LN's 28 s every LN seed.
   assert calls == ["norm=none,seed=1"]
@@ -809,11 +816,7 @@ def test_seeds_together_start_as_many_as_the_time_left_holds(toy_gpu_command, mo
   """With --seeds-per-process, a chunk of seeds is one process: it starts with as many
   of its seeds as the time left holds, a seed counted at its process's whole time."""
   argv, records, _, calls, _ = toy_gpu_command
-  assert cli.main(argv + ["--seeds", "0"]) == 0  # Alone: none/0 took 14 s, ln/0 28 s.
-  calls.clear()
-  monkeypatch.setattr(bench, "TimeLimit", functools.partial(
-      bench.TimeLimit, timer=lambda seconds, fire: _Timer(seconds, fire),
-      clock=lambda: 1000.0))  # The clock stands still: the whole limit is left.
+  _seed_zero_recorded_and_the_clock_still(argv, calls, monkeypatch)
   together = ["--seeds-per-process", "3", "--time-limit", "50"]
   assert cli.main(argv + ["--seeds", "0-3"] + together) == 75
   # none: 3 seeds together, 3 x 14 s = 42 s, fit; LN: 84 s do not, 56 s for two do
@@ -919,11 +922,7 @@ def test_in_parallel_a_group_under_a_limit_starts_whole_or_waits(toy_gpu_command
   """With --parallel, a group's processes start at once: each of up to K seeds is
   judged as one process, and the group starts whole or not at all (no shrinking)."""
   argv, _, _, calls, _ = toy_gpu_command
-  assert cli.main(argv + ["--seeds", "0"]) == 0  # Alone: none/0 took 14 s, ln/0 28 s.
-  calls.clear()
-  monkeypatch.setattr(bench, "TimeLimit", functools.partial(
-      bench.TimeLimit, timer=lambda seconds, fire: _Timer(seconds, fire),
-      clock=lambda: 1000.0))  # The clock stands still: the whole limit is left.
+  _seed_zero_recorded_and_the_clock_still(argv, calls, monkeypatch)
   assert cli.main(argv + ["--seeds", "0-3", "--parallel", "2", "--seeds-per-process", "2",
                           "--time-limit", "30"]) == 75
   # none: processes of 2 seeds, 2 x 14 s = 28 s, fit; LN's 56 s do not, and none of
