@@ -225,3 +225,18 @@ def test_a_moved_value_is_named_with_its_update():
   beyond = {"train/loss": [2.0, 1.5 * (1 + 2 * RTOL)], "train/grad_norm": [3.0, 2e-7]}
   assert [line.split(":")[0] for line in moved(golden, beyond)] == [
       "train/loss of update 2", "train/grad_norm of update 2"]
+
+
+def test_the_readers_cross_cpu_tolerance_takes_the_other_cpu_and_not_a_changed_model():
+  # The reader's golden grad norm at update 2 moved by 3.3e-5 on another CPU; a
+  # learning rate 1% off moved it by 3.1e-3. Its tolerance holds the first and fails
+  # the second; every other experiment keeps RTOL, which fails the first.
+  golden = {"train/loss": [2.0, 1.5], "train/grad_norm": [3.0, 4.0]}
+  def at(relative):
+    return {"train/loss": [2.0, 1.5], "train/grad_norm": [3.0, 4.0 * (1 + relative)]}
+  reader = tolerance("attentive_reader")
+  assert moved(golden, at(3.3e-5), reader) == []
+  assert moved(golden, at(3.1e-3), reader) == [
+      "train/grad_norm of update 2: 4.0124, golden 4.0 (relative change 3.10e-03)"]
+  assert all(tolerance(e) == RTOL for e in EXPERIMENTS if e != "attentive_reader")
+  assert moved(golden, at(3.3e-5), tolerance("perm_mnist")) != []

@@ -63,11 +63,11 @@ if [ "$rehearse" = 1 ]; then
   # perm-MNIST's LN item in it): perm-MNIST's pair, the one its test requires, compiles
   # first, one item at a time (the test pins the rehearsal to one core, where two at
   # once only share it: about 10 s each on a loaded machine); what follows compiles
-  # while the time left
-  # holds its timing too and is stopped otherwise, as on a GPU at its limit. The
-  # device phase takes under 10 s. Figure 6's 110 s (75 before 2026-12-02): on an
-  # AMD Zen 3 core without AVX-512 a toy member takes about 15 s, mostly starting, and
-  # a wave of three did not fit 75 s less the 15 s each member leaves for the report.
+  # while the time left holds its timing too and is stopped otherwise, as on a GPU at
+  # its limit. The device phase takes under 10 s. Figure 6's 110 s (75 before
+  # 2026-12-02): on an AMD Zen 3 core without AVX-512 a toy member takes about 15 s,
+  # mostly starting, and a wave of three did not fit 75 s less the 15 s each member
+  # leaves for the report.
   declare -A limit=([device]=15 [experiments]=50 [rnn]=30 [fig6]=110)
   toy=(--toy); workers=1
 else
